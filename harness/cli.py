@@ -1,0 +1,152 @@
+"""The `crucible` command.
+
+    crucible tasks [--json]                      list the suite
+    crucible tasks show ID [--json]              one task, visible part only
+    crucible workspace ID DIR [--force]          write what the agent may see
+    crucible tool compile|test|bench --task ID --workspace DIR [--json]
+                                                 the MCP tools' functions, by hand
+    crucible run                                 the main job (see harness/engine_run.py)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from crucible.toolkit.evaluation import EvalRequest, compile_snapshot, evaluate
+from crucible.toolkit.results import Evaluation
+from crucible.toolkit.task import Task, TaskError, discover_tasks, find_task
+from crucible.toolkit.toolchains import BuildResult
+from crucible.toolkit.workspace import WorkspaceError, materialize, take_snapshot
+
+from . import render
+
+
+class UsageError(Exception):
+    """Bad input from the user: printed as one message, exit code 2."""
+
+
+def _task(task_id: str) -> Task:
+    try:
+        return find_task(task_id)
+    except KeyError as exc:
+        raise UsageError(exc.args[0]) from None
+
+
+def cmd_tasks(args: argparse.Namespace) -> int:
+    tasks, errors = discover_tasks()
+    if args.action == "show":
+        if not args.id:
+            raise UsageError("`crucible tasks show` needs a task id; `crucible tasks` lists them")
+        task = _task(args.id)
+        visible = task.spec.visible()
+        if args.json:
+            print(json.dumps(visible, indent=2))
+        else:
+            print(render.task_text(task))
+        return 0
+    if args.json:
+        print(json.dumps([{"id": t.id, "title": t.spec.title, "category": t.spec.category,
+                           "language": t.spec.language, "visible_configs": len(t.spec.configs),
+                           "hidden_configs": len(t.hidden.configs), "tags": t.spec.tags} for t in tasks], indent=2))
+    else:
+        print(render.task_table(tasks))
+    for err in errors:
+        print(err, file=sys.stderr)
+    return 1 if errors else 0
+
+
+def cmd_workspace(args: argparse.Namespace) -> int:
+    task = _task(args.id)
+    try:
+        names = materialize(task, Path(args.dir), overwrite=args.force)
+    except WorkspaceError as exc:
+        raise UsageError(str(exc)) from None
+    print(f"wrote {', '.join(names)} to {args.dir}; edit {task.spec.candidate}")
+    return 0
+
+
+def cmd_tool(args: argparse.Namespace) -> int:
+    task = _task(args.task)
+    try:
+        snapshot = take_snapshot(task, Path(args.workspace))
+    except WorkspaceError as exc:
+        raise UsageError(str(exc)) from None
+    if args.tool == "compile":
+        result: BuildResult | Evaluation = compile_snapshot(task, snapshot, args.backend)
+        ok = result.ok
+    else:
+        configs = args.config or "visible"
+        timing = {"test": "quick", "bench": "careful"}[args.tool]
+        request = EvalRequest(configs=configs, timing=timing, backend=args.backend,  # type: ignore[arg-type]
+                              compiled_baseline=args.tool == "bench", seeds=args.seeds)
+        try:
+            result = evaluate(task, snapshot, request)
+        except KeyError as exc:
+            raise UsageError(exc.args[0]) from None
+        ok = result.status in ("ok", "not_run")
+    if args.json:
+        print(result.model_dump_json(indent=2))
+    elif isinstance(result, BuildResult):
+        print(render.build_text(result))
+    else:
+        print(render.evaluation_text(result))
+    return 0 if ok else 1
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .engine_run import run_suite
+
+    return run_suite(Path(args.out), args.tasks)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="crucible", description="An arena where AI agents optimize GPU kernels.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    t = sub.add_parser("tasks", help="list the task suite, or show one task")
+    t.add_argument("action", nargs="?", choices=["list", "show"], default="list")
+    t.add_argument("id", nargs="?")
+    t.add_argument("--json", action="store_true")
+    t.set_defaults(func=cmd_tasks)
+
+    w = sub.add_parser("workspace", help="write a task's workspace (what the agent sees)")
+    w.add_argument("id")
+    w.add_argument("dir")
+    w.add_argument("--force", action="store_true", help="write into a non-empty folder")
+    w.set_defaults(func=cmd_workspace)
+
+    tool = sub.add_parser("tool", help="run a tool by hand: compile, test, bench")
+    tool.add_argument("tool", choices=["compile", "test", "bench"])
+    tool.add_argument("--task", required=True)
+    tool.add_argument("--workspace", required=True)
+    tool.add_argument("--config", action="append", help="a config name (repeatable); default: all visible")
+    tool.add_argument("--seeds", type=int, default=None)
+    tool.add_argument("--backend", choices=["auto", "cpu", "cuda", "rocm"], default="auto")
+    tool.add_argument("--json", action="store_true", help="print the result model as JSON")
+    tool.set_defaults(func=cmd_tool)
+
+    r = sub.add_parser("run", help="the main job: evaluate the suite on this machine")
+    r.add_argument("--out", default="crucible-runs")
+    r.add_argument("--tasks", default="*", help="a glob over task ids")
+    r.set_defaults(func=cmd_run)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except UsageError as exc:
+        print(f"crucible: {exc}", file=sys.stderr)
+        return 2
+    except TaskError as exc:
+        print(f"crucible: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+// RMSNorm, bf16 in and out, fp32 accumulation: a straightforward first version.
+//
+// One block of 256 threads per row. Pass 1: each thread strides over the row with scalar loads and
+// accumulates x^2; a shared-memory tree reduction gives the row's sum. Pass 2: each thread strides over
+// the row again, reading x and w and writing y = x * rstd * w.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#define THREADS 256
+
+__global__ void rmsnorm_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
+                               __nv_bfloat16* __restrict__ y, int64_t N, float eps) {
+    __shared__ float partial[THREADS];
+    const int64_t row = blockIdx.x;
+    const __nv_bfloat16* xr = x + row * N;
+    __nv_bfloat16* yr = y + row * N;
+
+    float acc = 0.0f;
+    for (int64_t i = threadIdx.x; i < N; i += blockDim.x) {
+        float v = __bfloat162float(xr[i]);
+        acc += v * v;
+    }
+    partial[threadIdx.x] = acc;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) partial[threadIdx.x] += partial[threadIdx.x + s];
+        __syncthreads();
+    }
+    const float rstd = rsqrtf(partial[0] / (float)N + eps);
+
+    for (int64_t i = threadIdx.x; i < N; i += blockDim.x) {
+        float v = __bfloat162float(xr[i]);
+        yr[i] = __float2bfloat16(v * rstd * __bfloat162float(w[i]));
+    }
+}
+
+extern "C" int entry(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y,
+                     int64_t M, int64_t N, double eps, cudaStream_t stream) {
+    if (M <= 0 || N <= 0) return 0;
+    rmsnorm_kernel<<<(unsigned)M, THREADS, 0, stream>>>(x, w, y, N, (float)eps);
+    return (int)cudaGetLastError();
+}

@@ -1,0 +1,54 @@
+import math
+
+import pytest
+import torch
+
+from crucible.toolkit.checking import compare, describe, poison_
+
+
+def test_a_correct_output_passes_with_its_errors_reported() -> None:
+    ref = torch.linspace(-1, 1, 100)
+    check = compare("y", ref + 1e-6, ref, atol=1e-5, rtol=1e-5)
+    assert check.ok and check.mismatched == 0
+    assert check.max_abs_err == pytest.approx(1e-6, rel=0.05)
+
+
+def test_the_first_mismatch_is_located_by_its_index() -> None:
+    ref = torch.zeros(4, 5)
+    out = ref.clone()
+    out[2, 3] = 0.5
+    out[3, 1] = 0.25
+    check = compare("y", out, ref, atol=1e-3, rtol=0)
+    assert not check.ok and check.mismatched == 2
+    assert check.first_mismatch is not None and check.first_mismatch.index == [2, 3]
+    assert check.first_mismatch.got == 0.5 and check.first_mismatch.expected == 0.0
+    assert "first at [2, 3]" in describe(check)
+
+
+def test_unwritten_poisoned_elements_fail_and_are_counted() -> None:
+    ref = torch.ones(10, dtype=torch.float16)
+    out = torch.empty_like(ref)
+    poison_(out)
+    out[:7] = 1
+    check = compare("y", out, ref, atol=1e-2, rtol=1e-2)
+    assert not check.ok and check.unwritten == 3 and check.mismatched == 3
+    assert "never written" in describe(check)
+
+
+def test_nan_and_inf_in_the_output_fail_unless_the_reference_has_them() -> None:
+    ref = torch.tensor([1.0, float("inf"), float("nan")])
+    assert compare("y", ref.clone(), ref, atol=0, rtol=0).ok
+    bad = torch.tensor([float("inf"), float("inf"), float("nan")])
+    check = compare("y", bad, ref, atol=1e-3, rtol=1e-3)
+    assert not check.ok and math.isinf(check.max_abs_err)
+
+
+def test_integer_outputs_are_poisoned_with_their_max() -> None:
+    t = torch.zeros(3, dtype=torch.int32)
+    poison_(t)
+    assert t.tolist() == [2**31 - 1] * 3
+
+
+def test_a_shape_mismatch_is_an_error_naming_both_shapes() -> None:
+    with pytest.raises(ValueError, match=r"\(3,\).*\(4,\)"):
+        compare("y", torch.zeros(3), torch.zeros(4), atol=0, rtol=0)

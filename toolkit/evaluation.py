@@ -1,0 +1,269 @@
+"""The engine's front door: build a snapshot, then check and time it in a fresh worker.
+
+    evaluate(task, snapshot, request)
+        build (toolchains/, trusted: compilers only, no candidate code runs)
+          -> worker job "evaluate" (worker.py -> runtime.py, untrusted code, sandboxed)
+          -> Evaluation (results.py)
+
+Every failure ends in a status and a message that says what happened and what to do; a crash, hang or
+early exit of candidate code kills only its worker.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .results import ConfigResult, DeviceInfo, Evaluation, Status
+from .task import Config, Task, output_shape
+from .toolchains import BuildResult, BuildTarget, Diagnostic, KernelResources, get_toolchain
+from .worker import WorkerLimits, WorkerOutcome, run_job
+from .workspace import Snapshot, cache_root
+
+Backend = Literal["cpu", "cuda", "rocm"]
+
+
+class EvalRequest(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    configs: list[str] | Literal["visible", "hidden", "all"] = "visible"
+    """Config names, or a set of them."""
+    seeds: int | None = Field(default=None, ge=1, le=16)
+    """How many seeds per config (default: the task's)."""
+    timing: Literal["none", "quick", "careful"] = "quick"
+    compiled_baseline: bool = False
+    """torch2X tasks: also time `torch.compile` of the reference (slow to compile)."""
+    backend: Literal["auto", "cpu", "cuda", "rocm"] = "auto"
+    gpu: int | None = None
+    timeout_s: float | None = None
+    """Override the task's worker time limit."""
+
+
+@cache
+def detect_backend() -> Backend:
+    """`$CRUCIBLE_BACKEND`, else cuda when an NVIDIA GPU is visible, else rocm with hipcc, else cpu."""
+    forced = os.environ.get("CRUCIBLE_BACKEND")
+    if forced in ("cpu", "cuda", "rocm"):
+        return forced  # type: ignore[return-value]
+    if shutil.which("nvidia-smi") and _nvidia_arch() is not None:
+        return "cuda"
+    if shutil.which("rocminfo") and shutil.which("hipcc"):
+        return "rocm"
+    return "cpu"
+
+
+@cache
+def _nvidia_arch() -> str | None:
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20, check=True).stdout.split()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return f"sm_{out[0].replace('.', '')}" if out else None
+
+
+def resolve_backend(requested: str) -> Backend:
+    return detect_backend() if requested == "auto" else requested  # type: ignore[return-value]
+
+
+def build_target(backend: Backend) -> BuildTarget:
+    """What to compile for: the device's arch; on the cpu backend sm_90 (the H200), for the resource report."""
+    arch = os.environ.get("CRUCIBLE_ARCH")
+    if arch is None:
+        arch = (_nvidia_arch() if backend == "cuda" else None) or ("gfx942" if backend == "rocm" else "sm_90")
+    return BuildTarget(backend=backend, arch=arch)
+
+
+def build_dir() -> Path:
+    return cache_root() / "builds"
+
+
+def build(task: Task, source_dir: Path, file: str, backend: Backend) -> BuildResult:
+    """Compile one source file of a snapshot (or of the trusted task folder) for this backend."""
+    return get_toolchain(task.spec.language).build(source_dir, file, build_target(backend), build_dir())
+
+
+def _worker_env() -> dict[str, str]:
+    triton_cache = cache_root() / "triton"
+    triton_cache.mkdir(parents=True, exist_ok=True)
+    return {"TRITON_CACHE_DIR": str(triton_cache)}
+
+
+def _limits(task: Task, timeout_s: float | None) -> WorkerLimits:
+    lim = task.spec.limits
+    return WorkerLimits(timeout_s=timeout_s or lim.timeout_s, memory_mb=lim.memory_mb,
+                        max_processes=lim.max_processes)
+
+
+def _kernel_desc(task: Task, build_result: BuildResult | None, source: Path) -> dict:
+    path = build_result.artifact if build_result is not None and task.spec.language != "triton" else source
+    return {"language": task.spec.language, "path": str(path), "entry": task.spec.entry}
+
+
+def _config_names(task: Task, which: list[str] | str) -> list[str]:
+    if isinstance(which, str):
+        return [c.name for c in task.configs(which)]  # type: ignore[arg-type]
+    for name in which:
+        task.config(name)  # raises KeyError naming the known configs
+    return list(which)
+
+
+CPU_MAX_ELEMENTS = 1 << 18
+
+
+def output_elements(task: Task, config: Config) -> int:
+    return sum(math.prod(output_shape(o, config)) for o in task.spec.signature.outputs)
+
+
+OUTCOME_STATUS: dict[str, Status] = {"crash": "crash", "timeout": "timeout", "exit": "exit", "oom": "oom",
+                                     "error": "error", "cancelled": "cancelled", "infra": "infra"}
+
+
+def evaluate(task: Task, snapshot: Snapshot, request: EvalRequest | None = None, *,
+             on_progress: Callable[[dict], None] | None = None,
+             cancel: threading.Event | None = None) -> Evaluation:
+    """Build the snapshot, then check (and time) it on the requested configs in a fresh worker."""
+    request = request or EvalRequest()
+    started = time.perf_counter()
+    backend = resolve_backend(request.backend)
+    names = _config_names(task, request.configs)
+    skipped: list[ConfigResult] = []
+    if backend == "cpu":
+        # The interpreter runs ~1e5 elements per second per kernel: big configs are GPU-only.
+        too_big = [n for n in names if output_elements(task, task.config(n)) > CPU_MAX_ELEMENTS]
+        names = [n for n in names if n not in too_big]
+        skipped = [ConfigResult(config=n, status="skipped", message="too large for the CPU interpreter "
+                                f"(> {CPU_MAX_ELEMENTS:,} output elements); runs on a GPU") for n in too_big]
+    base = {"task": task.id, "snapshot": snapshot.digest, "backend": backend}
+
+    def finish(status: Status, message: str, **extra: object) -> Evaluation:
+        return Evaluation(**base, status=status, message=message, seconds=time.perf_counter() - started,
+                          **extra)  # type: ignore[arg-type]
+
+    cand_build = build(task, snapshot.root, task.spec.candidate, backend)
+    if not names and cand_build.ok:
+        return finish("not_run", "every requested config is too large for this backend", configs=skipped,
+                      build=cand_build.model_dump(mode="json"))
+    build_dump = cand_build.model_dump(mode="json")
+    if not cand_build.ok:
+        first = next((d for d in cand_build.diagnostics if d.severity == "error"), None)
+        where = f" ({first.file}:{first.line}: {first.message})" if first else ""
+        return finish("compile_error", f"the candidate does not compile{where}", build=build_dump)
+    if task.spec.language != "triton" and backend == "cpu":
+        return finish("not_run", f"the {task.spec.language.upper()} kernel compiled for "
+                      f"{cand_build.target.arch}; running it needs a GPU, and this machine has none "
+                      "(the cpu backend runs Triton kernels only)", build=build_dump)
+
+    baseline: dict | str | None = None
+    if task.spec.is_torch_task:
+        baseline = "reference"
+    elif task.spec.baseline and request.timing != "none":
+        base_build = build(task, task.root, task.spec.baseline, backend)
+        if not base_build.ok:
+            return finish("infra", f"the task's own baseline does not build: {base_build.log[-500:]}",
+                          build=build_dump)
+        baseline = _kernel_desc(task, base_build, task.file(task.spec.baseline))
+    payload = {
+        "task_root": str(task.root), "configs": names,
+        "seeds": list(range(request.seeds or task.spec.seeds)),
+        "candidate": _kernel_desc(task, cand_build, snapshot.root / task.spec.candidate),
+        "baseline": baseline, "timing": request.timing, "compiled_baseline": request.compiled_baseline,
+        "backend": backend,
+    }
+    outcome = _run(task, "evaluate", payload, backend, request, on_progress, cancel)
+    extra = {"build": build_dump, "isolation": outcome.isolation, "stderr_tail": outcome.stderr_tail}
+    if outcome.status != "ok" or outcome.result is None:
+        return finish(OUTCOME_STATUS.get(outcome.status, "error"), outcome.message, **extra)
+    result = outcome.result
+    device = DeviceInfo.model_validate(result["device"])
+    if "load_error" in result:
+        return finish("error", "loading the candidate failed:\n" + result["load_error"], device=device, **extra)
+    configs = [ConfigResult.model_validate(c) for c in result["configs"]] + skipped
+    return finish(*summarize(configs, task), configs=configs, device=device,
+                  correct=all(c.status in ("pass", "skipped") for c in configs), **speedups(configs, task, backend), **extra)
+
+
+def _run(task: Task, kind: str, payload: dict, backend: Backend, request: EvalRequest,
+         on_progress: Callable[[dict], None] | None, cancel: threading.Event | None) -> WorkerOutcome:
+    with tempfile.TemporaryDirectory(prefix="crucible-worker-") as scratch:
+        return run_job(kind, payload, limits=_limits(task, request.timeout_s), backend=backend,
+                       gpu=request.gpu if request.gpu is not None else (0 if backend != "cpu" else None),
+                       scratch=Path(scratch), env=_worker_env(), on_progress=on_progress, cancel=cancel)
+
+
+def summarize(configs: list[ConfigResult], task: Task) -> tuple[Status, str]:
+    ran = [c for c in configs if c.status != "skipped"]
+    errors = [c for c in configs if c.status == "error"]
+    fails = [c for c in configs if c.status == "fail"]
+    if errors:
+        c = errors[0]
+        return "error", f"config {c.config}: the candidate raised an error:\n{c.message}"
+    if fails:
+        c = fails[0]
+        names = ", ".join(f.config for f in fails)
+        return "incorrect", f"wrong on {len(fails)} of {len(ran)} configs ({names}); {c.config}: {c.message}"
+    skipped = len(configs) - len(ran)
+    return "ok", f"correct on all {len(ran)} configs" + (f" ({skipped} skipped)" if skipped else "")
+
+
+def geomean(xs: list[float]) -> float | None:
+    xs = [x for x in xs if x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def speedups(configs: list[ConfigResult], task: Task, backend: str) -> dict:
+    timed = [c for c in configs if c.speedup is not None]
+    return {
+        "speedup": geomean([c.speedup for c in timed if c.speedup]),
+        "speedup_vs_compiled": geomean([c.speedup_vs_compiled for c in configs if c.speedup_vs_compiled]),
+        "speedup_against": ("eager" if task.spec.is_torch_task else "baseline") if timed else None,
+        "timing_comparable": bool(timed) and all(c.candidate is not None and c.candidate.comparable
+                                                 for c in timed),
+    }
+
+
+def compile_snapshot(task: Task, snapshot: Snapshot, backend: Backend | Literal["auto"] = "auto",
+                     cancel: threading.Event | None = None) -> BuildResult:
+    """The `compile` tool: build, and for Triton also import, trace and compile each launched kernel
+    for the target architecture (in a worker, since importing runs candidate code)."""
+    backend = resolve_backend(backend)
+    result = build(task, snapshot.root, task.spec.candidate, backend)
+    if task.spec.language != "triton" or not result.ok:
+        return result
+    smallest = min(task.spec.configs, key=lambda c: sum(v for v in c.values.values()
+                                                         if isinstance(v, int) and not isinstance(v, bool)))
+    payload = {"task_root": str(task.root), "config": smallest.name, "backend": backend,
+               "arch": result.target.arch,
+               "candidate": _kernel_desc(task, None, snapshot.root / task.spec.candidate)}
+    started = time.perf_counter()
+    outcome = _run(task, "triton_build", payload, backend, EvalRequest(), None, cancel)
+    seconds = result.seconds + time.perf_counter() - started
+    if outcome.status != "ok" or outcome.result is None:
+        diag = Diagnostic(file=task.spec.candidate, line=None, column=None, severity="error",
+                          message=f"tracing the kernels failed: {outcome.message}")
+        return result.model_copy(update={"ok": False, "diagnostics": [*result.diagnostics, diag],
+                                         "log": outcome.stderr_tail, "seconds": seconds})
+    res = outcome.result
+    for key in ("load_error", "run_error"):
+        if key in res:
+            what = "importing the module" if key == "load_error" else f"running {task.spec.entry}()"
+            diag = Diagnostic(file=task.spec.candidate, line=None, column=None, severity="error",
+                              message=f"{what} on config {smallest.name} failed")
+            return result.model_copy(update={"ok": False, "diagnostics": [*result.diagnostics, diag],
+                                             "log": res[key], "seconds": seconds})
+    diags = [Diagnostic.model_validate(d) for d in res["diagnostics"]]
+    kernels = [KernelResources.model_validate(k) for k in res["kernels"]]
+    return result.model_copy(update={"ok": not any(d.severity == "error" for d in diags),
+                                     "diagnostics": [*result.diagnostics, *diags], "kernels": kernels,
+                                     "seconds": seconds})

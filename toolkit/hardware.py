@@ -1,0 +1,51 @@
+"""Device ceilings for the roofline figure: measured where we have measured, datasheet leads otherwise.
+
+`crucible calibrate` (later) replaces these with figures measured on the device; until then the table
+below holds what was measured on this project's H200 (copy bandwidth, bf16 matmul) and datasheet leads.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from .results import DeviceInfo
+
+
+class Ceilings(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    memory_bytes_per_s: float
+    """Device-memory bandwidth, bytes read + written (a large device-to-device copy)."""
+    flops_per_s: dict[str, float]
+    """Per dtype: the best arithmetic rate (matrix units for half types)."""
+    source: str
+
+
+KNOWN = {
+    "H200": Ceilings(name="NVIDIA H200", memory_bytes_per_s=4.3e12,
+                     flops_per_s={"float32": 67e12, "float16": 790e12, "bfloat16": 790e12, "float64": 34e12},
+                     source="copy 4.3 TB/s and bf16 matmul 790 TFLOP/s measured on this project's H200 "
+                            "(2026-11); fp32/fp64 from the datasheet"),
+    "H100": Ceilings(name="NVIDIA H100", memory_bytes_per_s=3.0e12,
+                     flops_per_s={"float32": 67e12, "float16": 750e12, "bfloat16": 750e12, "float64": 34e12},
+                     source="datasheet leads, derated"),
+}
+
+
+def ceilings_for(device: DeviceInfo) -> Ceilings | None:
+    for key, ceil in KNOWN.items():
+        if key in device.name:
+            return ceil
+    return None
+
+
+def peak_fraction(device: DeviceInfo, dtype: str | None, flops: float, nbytes: float,
+                  seconds: float) -> float | None:
+    """Achieved rate over the ceiling: the larger of the compute and the memory fraction."""
+    ceil = ceilings_for(device)
+    if ceil is None or seconds <= 0:
+        return None
+    mem = nbytes / seconds / ceil.memory_bytes_per_s
+    rate = ceil.flops_per_s.get(dtype or "float32", ceil.flops_per_s["float32"])
+    return max(mem, flops / seconds / rate)

@@ -1,0 +1,126 @@
+"""The result models of an evaluation, shared by the worker (which fills them) and the server and harness
+(which read them). Everything an agent is told comes from these."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+EVALUATOR_VERSION = "0.1.0"
+"""Bump when checking or timing changes meaning; recorded with every result."""
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Mismatch(Model):
+    index: list[int]
+    """Where the first mismatch is (row-major index into the output)."""
+    got: float
+    expected: float
+
+
+class OutputCheck(Model):
+    name: str
+    ok: bool
+    max_abs_err: float
+    max_rel_err: float
+    mismatched: int
+    """Elements outside the tolerance (NaN and Inf included)."""
+    total: int
+    unwritten: int
+    """Elements still holding the poison the harness wrote before the run."""
+    first_mismatch: Mismatch | None = None
+    atol: float
+    rtol: float
+
+
+class SeedCheck(Model):
+    seed: int
+    ok: bool
+    outputs: list[OutputCheck]
+    problems: list[str] = Field(default_factory=list)
+    """Rule violations other than wrong values: mutated inputs, replaced outputs, runs that disagree."""
+
+
+TimingMethod = Literal["cuda_graph", "cuda_events", "cpu_wall"]
+
+
+class TimingStats(Model):
+    median_us: float
+    min_us: float
+    max_us: float
+    iqr_us: float
+    """Interquartile range: the spread of the middle half."""
+    rse: float
+    """Relative standard error of the median (the stopping rule's target)."""
+    reps: int
+    method: TimingMethod
+    comparable: bool
+    """False on the cpu backend: interpreter timings say nothing about GPU speed."""
+
+
+class ConfigResult(Model):
+    config: str
+    status: Literal["pass", "fail", "error", "skipped"]
+    message: str = ""
+    seeds: list[SeedCheck] = Field(default_factory=list)
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    candidate: TimingStats | None = None
+    baseline: TimingStats | None = None
+    """The X2X baseline kernel, or eager PyTorch for torch2X tasks."""
+    compiled: TimingStats | None = None
+    """torch2X tasks: `torch.compile` of the reference."""
+    speedup: float | None = None
+    """baseline median / candidate median."""
+    speedup_vs_compiled: float | None = None
+    flops: float = 0
+    bytes: float = 0
+    achieved_tflops: float | None = None
+    achieved_gbps: float | None = None
+    peak_fraction: float | None = None
+    """Achieved rate over the device's ceiling (the larger of the compute and memory fractions)."""
+
+
+class DeviceInfo(Model):
+    backend: Literal["cpu", "cuda", "rocm"]
+    name: str
+    arch: str | None = None
+    sm_count: int | None = None
+    l2_bytes: int | None = None
+    torch: str
+    triton: str | None = None
+    cuda: str | None = None
+
+
+Status = Literal["ok", "compile_error", "incorrect", "crash", "timeout", "exit", "oom", "error", "infra",
+                 "not_run", "cancelled"]
+
+
+class Evaluation(Model):
+    """The answer to: does it build, is it right, how fast is it, can we trust that answer."""
+
+    task: str
+    snapshot: str
+    backend: str
+    status: Status
+    message: str
+    correct: bool | None = None
+    """All checked configs pass; None when nothing ran."""
+    configs: list[ConfigResult] = Field(default_factory=list)
+    speedup: float | None = None
+    """Geometric mean over timed configs of baseline / candidate."""
+    speedup_vs_compiled: float | None = None
+    speedup_against: str | None = None
+    """What `speedup` compares with: `baseline` (the given kernel) or `eager` (PyTorch)."""
+    timing_comparable: bool = False
+    device: DeviceInfo | None = None
+    build: dict | None = None
+    """The BuildResult of the candidate (see toolkit/toolchains)."""
+    isolation: dict[str, str] = Field(default_factory=dict)
+    stderr_tail: str = ""
+    seconds: float = 0
+    evaluator_version: str = EVALUATOR_VERSION

@@ -1,0 +1,370 @@
+"""Inside the evaluation worker: load the candidate, check it against the reference, time it.
+
+    for each config:
+        for each seed:   inputs (random offset and scale) -> candidate -> reference (on a clone) -> candidate
+                         outputs poisoned before each candidate run; inputs checked for mutation;
+                         outputs checked for replacement; reference outputs kept alive throughout
+        if every seed passed and timing was asked for:
+                         candidate and baseline interleaved over rotated input sets (toolkit/timing.py),
+                         then the timed path is re-run once and its outputs re-checked
+
+This module runs untrusted code; it only ever reports through the worker's private channel.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import math
+import sys
+import traceback
+import types
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .checking import compare, describe, poison_
+from .hardware import peak_fraction
+from .results import ConfigResult, DeviceInfo, SeedCheck, TimingStats
+from .task import Config, Task, load_task, output_shape, resolve_dtype, task_metrics
+from .timing import CAREFUL, QUICK, TimingOptions, time_subjects
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
+          "float64": torch.float64, "int32": torch.int32, "int64": torch.int64, "int8": torch.int8,
+          "uint8": torch.uint8, "bool": torch.bool}
+CTYPES = {"int32": ctypes.c_int32, "int64": ctypes.c_int64, "float32": ctypes.c_float, "float64": ctypes.c_double}
+
+Kernel = Callable[[list[torch.Tensor], list[torch.Tensor], dict[str, Any]], None]
+"""Destination-passing call: kernel(inputs, outputs, params)."""
+
+
+class CandidateError(Exception):
+    """The candidate could not be loaded or called as the task's signature says."""
+
+
+# ---------------------------------------------------------------- loading
+
+def import_file(path: Path, name: str) -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise CandidateError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # triton's jit resolves globals through the module
+    spec.loader.exec_module(module)
+    return module
+
+
+def python_kernel(path: Path, entry: str, module_name: str) -> Kernel:
+    module = import_file(path, module_name)
+    fn = getattr(module, entry, None)
+    if not callable(fn):
+        raise CandidateError(f"{path.name} defines no function {entry!r}; the task's entry point is {entry}(...)")
+
+    def call(inputs: list[torch.Tensor], outputs: list[torch.Tensor], params: dict[str, Any]) -> None:
+        returned = fn(*inputs, *outputs, **params)
+        if returned is not None:
+            raise CandidateError(f"{entry}() returned a value; write the results into the output tensors "
+                                 "it is given and return None")
+    return call
+
+
+def library_kernel(path: Path, entry: str, task: Task) -> Kernel:
+    """A CUDA/HIP shared library exporting `extern "C" int entry(ptrs..., params..., stream)`."""
+    lib = ctypes.CDLL(str(path))
+    try:
+        fn = getattr(lib, entry)
+    except AttributeError:
+        raise CandidateError(f"the library exports no function {entry!r}: declare it "
+                             f'`extern "C" int {entry}(...)`') from None
+    sig = task.spec.signature
+    fn.restype = ctypes.c_int
+    fn.argtypes = ([ctypes.c_void_p] * (len(sig.inputs) + len(sig.outputs))
+                   + [CTYPES[p.type] for p in sig.params] + [ctypes.c_void_p])
+
+    def call(inputs: list[torch.Tensor], outputs: list[torch.Tensor], params: dict[str, Any]) -> None:
+        stream = torch.cuda.current_stream().cuda_stream if inputs[0].is_cuda else 0
+        args = [t.data_ptr() for t in inputs + outputs] + [params[p.name] for p in sig.params] + [stream]
+        code = fn(*args)
+        if code != 0:
+            raise CandidateError(f"{entry}() returned error code {code}: {cuda_error_name(code)}")
+    return call
+
+
+def cuda_error_name(code: int) -> str:
+    try:
+        return str(torch.cuda.cudart().cudaGetErrorString(code))
+    except (RuntimeError, AttributeError):
+        return "unknown error"
+
+
+def reference_kernel(module: types.ModuleType, task: Task) -> Kernel:
+    """The PyTorch reference wrapped in the candidates' calling convention (the torch2X baseline)."""
+    def call(inputs: list[torch.Tensor], outputs: list[torch.Tensor], params: dict[str, Any]) -> None:
+        results = as_tuple(module.reference(*inputs, **params))
+        for out, res in zip(outputs, results, strict=True):
+            out.copy_(res)
+    return call
+
+
+def as_tuple(value: object) -> tuple[torch.Tensor, ...]:
+    return tuple(value) if isinstance(value, tuple | list) else (value,)  # type: ignore[arg-type]
+
+
+def load_kernel(desc: dict, task: Task, name: str) -> Kernel:
+    """desc: {"language", "path", "entry"} from the parent (a built library, or a Python module)."""
+    path = Path(desc["path"])
+    if desc["language"] == "triton":
+        sys.path.insert(0, str(path.parent))  # a candidate may import its own helper modules
+        return python_kernel(path, desc["entry"], name)
+    return library_kernel(path, desc["entry"], task)
+
+
+# ---------------------------------------------------------------- inputs and outputs
+
+class Case:
+    """One config on one seed: inputs, poisoned outputs, params."""
+
+    def __init__(self, task: Task, ref: types.ModuleType, config: Config, seed: int, device: torch.device):
+        gen = torch.Generator(device=device)
+        gen.manual_seed(seed)
+        made = ref.make_inputs(dict(config.values), gen, device)
+        sig = task.spec.signature
+        missing = [t.name for t in sig.inputs if t.name not in made]
+        if missing:
+            raise RuntimeError(f"reference.make_inputs gave no {missing} for config {config.name}")
+        # A random offset and scale per seed: an identity or approximate kernel cannot hide under it.
+        pert = torch.Generator().manual_seed(seed * 7919 + 17)
+        self.input_names = [t.name for t in sig.inputs]
+        self.inputs = []
+        for spec in sig.inputs:
+            t = made[spec.name]
+            if spec.perturb and t.dtype.is_floating_point:
+                scale = math.exp(float(torch.empty(1).uniform_(-0.7, 0.7, generator=pert)))
+                offset = float(torch.empty(1).uniform_(-0.5, 0.5, generator=pert))
+                t = (t.float() * scale + offset).to(t.dtype)
+            self.inputs.append(t.contiguous())
+        self.params = {p.name: config.values[p.name] for p in sig.params}
+        self.out_specs = [(output_shape(o, config), DTYPES[resolve_dtype(o.dtype, config)]) for o in sig.outputs]
+        self.device = device
+
+    def new_outputs(self) -> list[torch.Tensor]:
+        outs = [torch.empty(shape, dtype=dtype, device=self.device) for shape, dtype in self.out_specs]
+        for t in outs:
+            poison_(t)
+        return outs
+
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in self.inputs)
+
+
+def _fingerprint(t: torch.Tensor) -> tuple:
+    return (type(t), t.data_ptr(), tuple(t.shape), t.stride(), t.dtype, t.device)
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().contiguous().view(torch.uint8) if t.dtype != torch.bool else t.detach().clone()
+
+
+def run_checked(kernel: Kernel, case: Case, outputs: list[torch.Tensor]) -> list[str]:
+    """Call the kernel once; return rule violations (mutated inputs, replaced outputs)."""
+    before_in = [_bits(t).clone() for t in case.inputs]
+    prints = [_fingerprint(t) for t in outputs]
+    for t in outputs:
+        poison_(t)
+    kernel(case.inputs, outputs, case.params)
+    if case.device.type == "cuda":
+        torch.cuda.synchronize()  # surface asynchronous errors here, attributed to the candidate
+    problems = []
+    for name, t, b in zip(case.input_names, case.inputs, before_in, strict=True):
+        if not torch.equal(_bits(t), b):
+            problems.append(f"the candidate modified input {name!r}; inputs are read-only")
+    for i, (t, fp) in enumerate(zip(outputs, prints, strict=True)):
+        if _fingerprint(t) != fp:
+            problems.append(f"output #{i} was resized, re-pointed or replaced; write into it in place")
+    return problems
+
+
+# ---------------------------------------------------------------- one config
+
+def check_config(task: Task, ref: types.ModuleType, kernel: Kernel, config: Config, seeds: list[int],
+                 device: torch.device) -> tuple[list[SeedCheck], Case | None, list[torch.Tensor] | None]:
+    """Returns the per-seed checks, and seed 0's case and reference outputs (for re-checking timed runs)."""
+    checks = []
+    first: tuple[Case, list[torch.Tensor]] | None = None
+    for seed in seeds:
+        case = Case(task, ref, config, seed, device)
+        outs_before = case.new_outputs()
+        problems = run_checked(kernel, case, outs_before)
+        # The reference works on clones; its outputs stay alive while the candidate runs again, so
+        # memory the reference freed cannot hand the candidate a ready answer.
+        with torch.no_grad():
+            refs = [r.detach() for r in as_tuple(ref.reference(*[t.clone() for t in case.inputs], **case.params))]
+        outs_after = case.new_outputs()
+        problems += run_checked(kernel, case, outs_after)
+        outputs = []
+        for (spec, before, after, r) in zip(task.spec.signature.outputs, outs_before, outs_after, refs,
+                                            strict=True):
+            tol = task.spec.tolerance.for_dtype(resolve_dtype(spec.dtype, config))
+            c_before = compare(spec.name, before, r, tol.atol, tol.rtol)
+            c_after = compare(spec.name, after, r, tol.atol, tol.rtol)
+            # Before and after the reference must both be right: report the first that is not.
+            outputs.append(c_after if c_before.ok else c_before)
+        problems = sorted(set(problems))
+        ok = all(o.ok for o in outputs) and not problems
+        checks.append(SeedCheck(seed=seed, ok=ok, outputs=outputs, problems=problems))
+        if first is None:
+            first = (case, refs)
+    return checks, (first[0] if first else None), (first[1] if first else None)
+
+
+def time_config(task: Task, ref: types.ModuleType, subjects_k: dict[str, Kernel], config: Config,
+                case0: Case, refs0: list[torch.Tensor], opts: TimingOptions,
+                device: torch.device) -> tuple[dict[str, TimingStats], str | None]:
+    """Interleaved timing over rotated input sets; returns stats and a failure of the re-check, if any."""
+    per_set = max(case0.nbytes(), 1)
+    l2 = torch.cuda.get_device_properties(device).L2_cache_size if device.type == "cuda" else 0
+    n_sets = 1 if device.type != "cuda" else max(2, min(8, math.ceil(2 * l2 / per_set)))
+    if per_set * n_sets > (8 << 30):
+        n_sets = 1
+    cases = [case0] + [Case(task, ref, config, 1000 + i, device) for i in range(1, n_sets)]
+    outs = {name: [c.new_outputs() for c in cases] for name in subjects_k}
+    subjects = {name: (lambda i, k=k, o=outs[name]: k(cases[i].inputs, o[i], cases[i].params))
+                for name, k in subjects_k.items()}
+    stats, timed = time_subjects(subjects, n_sets, opts, device)
+    # Re-check what the timed path computed (a graph replay may differ from the checked call).
+    for t in outs["candidate"][0]:
+        poison_(t)
+    timed["candidate"](0)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    for spec, out, r in zip(task.spec.signature.outputs, outs["candidate"][0], refs0, strict=True):
+        tol = task.spec.tolerance.for_dtype(resolve_dtype(spec.dtype, config))
+        check = compare(spec.name, out, r, tol.atol, tol.rtol)
+        if not check.ok:
+            return stats, f"the timed runs computed a wrong result: {describe(check)}"
+    return stats, None
+
+
+def device_info(device: torch.device) -> DeviceInfo:
+    import triton
+
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        major, minor = torch.cuda.get_device_capability(device)
+        return DeviceInfo(backend="cuda", name=props.name, arch=f"sm_{major}{minor}",
+                          sm_count=props.multi_processor_count, l2_bytes=int(props.L2_cache_size),
+                          torch=torch.__version__, triton=triton.__version__, cuda=torch.version.cuda)
+    return DeviceInfo(backend="cpu", name="cpu (Triton interpreter)", torch=torch.__version__,
+                      triton=triton.__version__)
+
+
+def _error_text(exc: BaseException, limit: int = 3000) -> str:
+    text = "".join(traceback.format_exception(exc))
+    return text[-limit:]
+
+
+# ---------------------------------------------------------------- the job
+
+def run_evaluation(payload: dict, progress: Callable[[dict], None]) -> dict:
+    """Worker job "evaluate". Payload: task_root, configs (names), seeds, candidate {language, path,
+    entry}, baseline (same shape, or "reference" for torch2X, or None), timing ("none"|"quick"|
+    "careful"), compiled_baseline (bool), backend."""
+    task = load_task(Path(payload["task_root"]))
+    device = torch.device("cuda" if payload["backend"] == "cuda" else "cpu")
+    info = device_info(device)
+    torch.manual_seed(0)
+    ref = import_file(task.file("reference.py"), "crucible_reference")
+    try:
+        candidate = load_kernel(payload["candidate"], task, "crucible_candidate")
+    except Exception as exc:  # import-time failures of candidate code are the candidate's
+        return {"device": info.model_dump(), "load_error": _error_text(exc)}
+    baseline_desc = payload.get("baseline")
+    baseline: Kernel | None = None
+    if baseline_desc == "reference":
+        baseline = reference_kernel(ref, task)
+    elif baseline_desc:
+        baseline = load_kernel(baseline_desc, task, "crucible_baseline")
+    opts = {"quick": QUICK, "careful": CAREFUL}.get(payload.get("timing", "none"))
+    if opts is not None and payload.get("timing_options"):
+        opts = opts.model_copy(update=payload["timing_options"])
+
+    results = []
+    configs = [task.config(name) for name in payload["configs"]]
+    for n, config in enumerate(configs):
+        progress({"stage": "config", "config": config.name, "done": n, "total": len(configs)})
+        flops, nbytes = task_metrics(task.spec, config)
+        result = ConfigResult(config=config.name, status="pass", flops=flops, bytes=nbytes)
+        try:
+            seeds, case0, refs0 = check_config(task, ref, candidate, config, payload["seeds"], device)
+        except Exception as exc:  # the candidate raised, or a CUDA error surfaced during its run
+            result = result.model_copy(update={"status": "error", "message": _error_text(exc)})
+            results.append(result)
+            if device.type == "cuda" and "CUDA error" in str(exc):
+                break  # a sticky CUDA error poisons the context: later configs cannot run
+            continue
+        bad = [s for s in seeds if not s.ok]
+        worst = [o for s in seeds for o in s.outputs]
+        update: dict[str, Any] = {
+            "seeds": seeds,
+            "max_abs_err": max(o.max_abs_err for o in worst),
+            "max_rel_err": max(o.max_rel_err for o in worst),
+        }
+        if bad:
+            s = bad[0]
+            why = s.problems + [describe(o) for o in s.outputs if not o.ok]
+            update.update(status="fail", message=f"seed {s.seed}: " + "; ".join(why))
+        elif opts is not None and case0 is not None and refs0 is not None:
+            subjects = {"candidate": candidate}
+            if baseline is not None:
+                subjects["baseline"] = baseline
+            if payload.get("compiled_baseline") and task.spec.is_torch_task:
+                compiled_ref = types.SimpleNamespace(reference=torch.compile(ref.reference))
+                subjects["compiled"] = reference_kernel(compiled_ref, task)  # type: ignore[arg-type]
+            try:
+                stats, recheck = time_config(task, ref, subjects, config, case0, refs0, opts, device)
+            except Exception as exc:
+                update.update(status="error", message="timing failed: " + _error_text(exc))
+            else:
+                cand = stats["candidate"]
+                update.update(candidate=cand, baseline=stats.get("baseline"), compiled=stats.get("compiled"))
+                if recheck:
+                    update.update(status="fail", message=recheck)
+                if "baseline" in stats:
+                    update["speedup"] = stats["baseline"].median_us / max(cand.median_us, 1e-9)
+                if "compiled" in stats:
+                    update["speedup_vs_compiled"] = stats["compiled"].median_us / max(cand.median_us, 1e-9)
+                seconds = cand.median_us * 1e-6
+                if seconds > 0:
+                    update["achieved_tflops"] = flops / seconds / 1e12
+                    update["achieved_gbps"] = nbytes / seconds / 1e9
+                    if cand.comparable:
+                        update["peak_fraction"] = peak_fraction(info, config.dtype, flops, nbytes, seconds)
+        results.append(result.model_copy(update=update))
+    progress({"stage": "done", "done": len(configs), "total": len(configs)})
+    return {"device": info.model_dump(), "configs": [r.model_dump() for r in results]}
+
+
+def run_triton_build(payload: dict, progress: Callable[[dict], None]) -> dict:
+    """Worker job "triton_build": import the candidate, record the Triton kernels its entry launches on
+    the smallest visible config, and compile each for the target architecture to report resources."""
+    from .toolchains.triton import compile_records, record_launches
+
+    task = load_task(Path(payload["task_root"]))
+    device = torch.device("cuda" if payload["backend"] == "cuda" else "cpu")
+    ref = import_file(task.file("reference.py"), "crucible_reference")
+    try:
+        kernel = load_kernel(payload["candidate"], task, "crucible_candidate")
+    except Exception as exc:
+        return {"load_error": _error_text(exc)}
+    config = task.config(payload["config"])
+    case = Case(task, ref, config, 0, device)
+    outs = case.new_outputs()
+    try:
+        records = record_launches(lambda: kernel(case.inputs, outs, case.params))
+    except Exception as exc:
+        return {"run_error": _error_text(exc)}
+    progress({"stage": "compile", "kernels": len(records)})
+    kernels, diagnostics = compile_records(records, payload["arch"])
+    return {"kernels": [k.model_dump() for k in kernels], "diagnostics": [d.model_dump() for d in diagnostics]}

@@ -1,0 +1,365 @@
+"""Isolation for evaluation workers: probe what this machine gives, build the launch command.
+
+The worker's process tree, outermost first (each layer only where `probe()` found it works):
+
+    sh -c 'echo 0 > <cgroup>/cgroup.procs ...; exec "$@"'   join a per-run memory/pids cgroup
+      unshare [-r] -n -p -f -m --mount-proc --kill-child      own network, pid and mount namespaces
+        setpriv --bounding-set=-all --no-new-privs            as root: drop every capability
+          python -m crucible.toolkit.worker_main               pid 1 of its namespace: forks the worker,
+            worker: rlimits, Landlock, then the job            reaps, reports the worker's exit status
+
+Everything here is stdlib only (plus pydantic for SandboxCaps), so the worker can import it cheaply
+for `restrict_filesystem`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import platform
+import shlex
+import shutil
+import signal
+import subprocess
+import time
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+if TYPE_CHECKING:
+    from .worker import WorkerLimits
+
+
+class SandboxCaps(BaseModel):
+    """What isolation this machine lets us apply (found by trying each mechanism once)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    is_root: bool
+    """Root needs capabilities dropped; a non-root user needs a user namespace (`unshare -r`)."""
+    unshare: str | None
+    """Path of util-linux `unshare`, if found."""
+    netns: bool
+    """A network namespace (no interfaces but a down loopback) can be created."""
+    pidns: bool
+    """A pid namespace with a mount namespace and a private /proc can be created."""
+    setpriv: str | None
+    """Path of `setpriv`, if found and able to drop capabilities (root only)."""
+    landlock_abi: int
+    """Landlock ABI version of the kernel; 0 when unavailable."""
+    cgroup_version: Literal[1, 2] | None
+    """Which cgroup hierarchy per-run cgroups are made in; None when we cannot make them."""
+    cgroup_memory: str | None
+    """Parent directory for per-run memory cgroups."""
+    cgroup_pids: str | None
+    """Parent directory for per-run pids cgroups."""
+
+
+def _runs(cmd: list[str]) -> bool:
+    try:
+        done = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def namespace_flags(caps: SandboxCaps, *, network: bool) -> list[str]:
+    """unshare flags for the namespaces `caps` allows (empty: run without unshare)."""
+    ns = ["-n"] if not network and caps.netns else []
+    if caps.pidns:
+        ns += ["-p", "-f", "-m", "--mount-proc", "--kill-child"]
+    if not ns:
+        return []
+    return ns if caps.is_root else ["-r", *ns]  # as non-root, namespaces need a user namespace
+
+
+SETPRIV_FLAGS = ["--bounding-set=-all", "--inh-caps=-all", "--no-new-privs"]
+
+
+@functools.cache
+def probe() -> SandboxCaps:
+    """Find out, once per process, which isolation mechanisms work here."""
+    is_root = os.geteuid() == 0
+    unshare = shutil.which("unshare")
+    user = [] if is_root else ["-r"]
+    netns = bool(unshare) and _runs([unshare, *user, "-n", "true"])
+    pidns = bool(unshare) and _runs([unshare, *user, "-p", "-f", "-m", "--mount-proc", "--kill-child", "true"])
+    setpriv = shutil.which("setpriv") if is_root else None
+    if setpriv and not _runs([setpriv, *SETPRIV_FLAGS, "true"]):
+        setpriv = None
+    version, memory, pids = _probe_cgroups()
+    return SandboxCaps(is_root=is_root, unshare=unshare, netns=netns, pidns=pidns, setpriv=setpriv,
+                       landlock_abi=landlock_abi(), cgroup_version=version, cgroup_memory=memory,
+                       cgroup_pids=pids)
+
+
+# ---------------------------------------------------------------------------------------------- cgroups
+
+def _own_cgroup_paths() -> dict[str, str]:
+    """controller name ("" for the v2 unified hierarchy) -> our cgroup path, from /proc/self/cgroup."""
+    paths: dict[str, str] = {}
+    try:
+        text = Path("/proc/self/cgroup").read_text()
+    except OSError:
+        return paths
+    for line in text.splitlines():
+        _, controllers, path = line.split(":", 2)
+        for name in controllers.split(",") if controllers else [""]:
+            paths[name] = path
+    return paths
+
+
+def _try_make_child(parent: Path, limit_file: str) -> bool:
+    """Whether we can create a cgroup under `parent` that has `limit_file`, and remove it again."""
+    probe_dir = parent / f"crucible-probe-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        probe_dir.mkdir()
+    except OSError:
+        return False
+    try:
+        return (probe_dir / limit_file).exists() and os.access(probe_dir / "cgroup.procs", os.W_OK)
+    finally:
+        try:
+            probe_dir.rmdir()
+        except OSError:
+            pass
+
+
+def _candidate_parents(mount: Path, own: str | None) -> list[Path]:
+    # Inside a container the mount often shows our own cgroup as its root, so try both.
+    out = [mount / own.lstrip("/")] if own and own != "/" else []
+    return [*out, mount]
+
+
+def _probe_cgroups() -> tuple[Literal[1, 2] | None, str | None, str | None]:
+    own = _own_cgroup_paths()
+    root = Path("/sys/fs/cgroup")
+    v1_memory = v1_pids = None
+    for parent in _candidate_parents(root / "memory", own.get("memory")):
+        if parent.is_dir() and _try_make_child(parent, "memory.limit_in_bytes"):
+            v1_memory = str(parent)
+            break
+    for parent in _candidate_parents(root / "pids", own.get("pids")):
+        if parent.is_dir() and _try_make_child(parent, "pids.max"):
+            v1_pids = str(parent)
+            break
+    if v1_memory or v1_pids:
+        return 1, v1_memory, v1_pids
+    if (root / "cgroup.controllers").exists():
+        for parent in _candidate_parents(root, own.get("")):
+            memory = parent.is_dir() and _try_make_child(parent, "memory.max")
+            pids = parent.is_dir() and _try_make_child(parent, "pids.max")
+            if memory or pids:
+                return 2, str(parent) if memory else None, str(parent) if pids else None
+    return None, None, None
+
+
+class RunCgroup:
+    """The per-run cgroup(s) of one worker: limits, OOM detection, kill-all, removal."""
+
+    def __init__(self, caps: SandboxCaps, name: str) -> None:
+        self.version = caps.cgroup_version
+        self.memory_dir = Path(caps.cgroup_memory) / name if caps.cgroup_memory else None
+        self.pids_dir = Path(caps.cgroup_pids) / name if caps.cgroup_pids else None
+
+    @property
+    def dirs(self) -> list[Path]:
+        return list(dict.fromkeys(d for d in (self.memory_dir, self.pids_dir) if d))
+
+    @classmethod
+    def create(cls, caps: SandboxCaps, *, memory_mb: int | None, max_processes: int | None) -> RunCgroup | None:
+        """Make the cgroup(s) with the asked limits; None when cgroups are unavailable or not asked for."""
+        if caps.cgroup_version is None:
+            return None
+        group = cls(caps, f"crucible-{os.getpid()}-{uuid.uuid4().hex[:12]}")
+        if memory_mb is None:
+            group.memory_dir = None
+        if max_processes is None:
+            group.pids_dir = None
+        if not group.dirs:
+            return None
+        try:
+            for d in group.dirs:
+                d.mkdir(exist_ok=True)
+            if group.memory_dir and memory_mb is not None:
+                limit = str(memory_mb << 20)
+                if group.version == 1:
+                    (group.memory_dir / "memory.limit_in_bytes").write_text(limit)
+                    if (group.memory_dir / "memory.memsw.limit_in_bytes").exists():  # no escape into swap
+                        (group.memory_dir / "memory.memsw.limit_in_bytes").write_text(limit)
+                else:
+                    (group.memory_dir / "memory.max").write_text(limit)
+                    if (group.memory_dir / "memory.swap.max").exists():
+                        (group.memory_dir / "memory.swap.max").write_text("0")
+            if group.pids_dir and max_processes is not None:
+                (group.pids_dir / "pids.max").write_text(str(max_processes))
+        except OSError:
+            group.remove()
+            return None
+        return group
+
+    def join_prefix(self) -> list[str]:
+        """A command prefix that moves the process into the cgroup(s), then execs the rest."""
+        joins = "; ".join(f"echo 0 > {shlex.quote(str(d / 'cgroup.procs'))} || exit 125" for d in self.dirs)
+        return ["/bin/sh", "-c", f'{joins}; exec "$@"', "sh"]
+
+    def oom_killed(self) -> bool:
+        """Whether the kernel killed a process of this cgroup for exceeding its memory limit."""
+        if not self.memory_dir:
+            return False
+        name = "memory.oom_control" if self.version == 1 else "memory.events"
+        try:
+            text = (self.memory_dir / name).read_text()
+        except OSError:
+            return False
+        for line in text.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill" and value.strip().isdigit():
+                return int(value) > 0
+        return False
+
+    def kill_all(self) -> None:
+        """SIGKILL every process left in the cgroup (those that escaped the process group too)."""
+        for d in self.dirs:
+            if (d / "cgroup.kill").exists():
+                try:
+                    (d / "cgroup.kill").write_text("1")
+                    continue
+                except OSError:
+                    pass
+            for _ in range(10):  # a process may fork while we kill; go round until empty
+                try:
+                    pids = [int(p) for p in (d / "cgroup.procs").read_text().split()]
+                except OSError:
+                    break
+                if not pids:
+                    break
+                for pid in pids:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                time.sleep(0.01)
+
+    def remove(self, wait_s: float = 2.0) -> None:
+        """Remove the cgroup(s); the killed processes may take a moment to leave."""
+        deadline = time.monotonic() + wait_s
+        for d in self.dirs:
+            while True:
+                try:
+                    d.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        break
+                    time.sleep(0.02)
+
+
+# ---------------------------------------------------------------------------------------------- launch
+
+def launch_prefix(limits: WorkerLimits, caps: SandboxCaps, cgroup: RunCgroup | None = None) -> list[str]:
+    """The command prefix that puts the worker into its cgroup, namespaces and capability set."""
+    prefix: list[str] = cgroup.join_prefix() if cgroup else []
+    flags = namespace_flags(caps, network=limits.network)
+    if flags and caps.unshare:
+        prefix += [caps.unshare, *flags, "--"]
+    if caps.is_root and caps.setpriv:
+        prefix += [caps.setpriv, *SETPRIV_FLAGS, "--"]
+    return prefix
+
+
+def describe(limits: WorkerLimits, caps: SandboxCaps, cgroup: RunCgroup | None) -> dict[str, str]:
+    """What the launch prefix applies, for WorkerOutcome.isolation (the worker adds rlimits and Landlock)."""
+    flags = namespace_flags(caps, network=limits.network)
+    out = {"process_group": "yes (own session; the whole group is SIGKILLed on timeout or cancel)"}
+    if limits.network:
+        out["network"] = "allowed (asked for)"
+    elif "-n" in flags:
+        out["network"] = "netns (unshare -n)" if caps.is_root else "netns (unshare -rn, user namespace)"
+    else:
+        out["network"] = "NOT isolated: no network namespace available"
+    out["pid_namespace"] = ("yes (own /proc; every process dies with the worker's init)" if "-p" in flags
+                            else "no (leftovers are killed by process group" + (" and cgroup)" if cgroup else ")"))
+    if caps.is_root:
+        out["capabilities"] = ("dropped (setpriv --bounding-set=-all --no-new-privs)" if caps.setpriv
+                               else "NOT dropped: runs as root with all capabilities (no setpriv)")
+    else:
+        out["capabilities"] = "unprivileged user"
+    if cgroup and cgroup.pids_dir:
+        out["pids"] = f"cgroup v{cgroup.version} pids.max {limits.max_processes}"
+    if cgroup and cgroup.memory_dir:
+        out["memory"] = f"cgroup v{cgroup.version} {limits.memory_mb} MiB"
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- Landlock
+
+# Syscall numbers are the same on x86_64 and aarch64 (the generic table).
+_LANDLOCK_SYSCALLS = {"x86_64": (444, 445, 446), "aarch64": (444, 445, 446)}
+_ACCESS_ABI1 = (1 << 13) - 1  # EXECUTE .. MAKE_SYM
+_READ_ONLY = (1 << 0) | (1 << 2) | (1 << 3)  # EXECUTE | READ_FILE | READ_DIR
+_REFER, _TRUNCATE = 1 << 13, 1 << 14
+
+
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1  # struct landlock_path_beneath_attr is __attribute__((packed))
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+def _libc() -> ctypes.CDLL:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return libc
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version, 0 when Landlock is unavailable."""
+    numbers = _LANDLOCK_SYSCALLS.get(platform.machine())
+    if numbers is None:
+        return 0
+    version = _libc().syscall(numbers[0], None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    return max(int(version), 0)
+
+
+def restrict_filesystem(writable: list[str]) -> str:
+    """Make the whole filesystem read-only for this process and its children, except `writable`.
+
+    Irreversible. Ioctl on devices stays allowed (CUDA needs it). Raises OSError if Landlock refuses.
+    """
+    abi = landlock_abi()
+    if abi < 1:
+        raise OSError("Landlock is not available on this kernel")
+    create, add_rule, restrict = _LANDLOCK_SYSCALLS[platform.machine()]
+    handled = _ACCESS_ABI1 | (_REFER if abi >= 2 else 0) | (_TRUNCATE if abi >= 3 else 0)
+    libc = _libc()
+    attr = ctypes.c_uint64(handled)  # struct landlock_ruleset_attr: only handled_access_fs
+    ruleset = libc.syscall(create, ctypes.byref(attr), ctypes.c_size_t(8), ctypes.c_uint32(0))
+    if ruleset < 0:
+        raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
+    try:
+        rules = [("/", _READ_ONLY)] + [(p, handled) for p in writable]
+        for path, access in rules:
+            try:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except FileNotFoundError:
+                continue
+            try:
+                rule = _PathBeneath(access, fd)
+                if libc.syscall(add_rule, ctypes.c_int(ruleset), ctypes.c_int(1), ctypes.byref(rule),
+                                ctypes.c_uint32(0)) < 0:
+                    raise OSError(ctypes.get_errno(), f"landlock_add_rule failed for {path}")
+            finally:
+                os.close(fd)
+        if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS, required for an unprivileged restrict
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+        if libc.syscall(restrict, ctypes.c_int(ruleset), ctypes.c_uint32(0)) < 0:
+            raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
+    finally:
+        os.close(ruleset)
+    return f"Landlock ABI {abi}: read-only except {', '.join(writable)}"

@@ -1,0 +1,194 @@
+"""Timing: interleaved, L2-flushed, input-rotated, median with its spread and a stopping rule.
+
+Runs inside the evaluation worker. On CUDA each subject (candidate, baseline, ...) is captured once per
+input set into a CUDA graph and replayed between two events on one stream:
+
+    for each repetition, subjects in rotating order:
+        flush L2 (write 2x its size) -> event A -> replay graph[set i] -> event B      time = B - A
+
+A graph holds every kernel the call launched, on whatever stream it forked to, and its replay
+completes on the launching stream only when all of them are done, so the events cover every stream;
+replay also keeps host launch jitter and Python out of the figure. A call that cannot be captured
+(it synchronizes, allocates outside the pool, ...) is timed instead as
+`event A -> call -> device-wide synchronize -> event B`, minus the measured cost of an empty such
+region; the method is recorded with the figure.
+
+Stopping rule: after `min_reps`, stop once every subject's median has a relative standard error under
+`target_rse`, or at `max_reps`, or when the time budget is spent.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+
+from .results import TimingMethod, TimingStats
+
+Subject = Callable[[int], object]
+"""Runs one call on input set i."""
+
+
+class TimingOptions(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    warmup_ms: float = Field(default=40, ge=0)
+    """Per subject: run at least this long (and every input set once) before timing."""
+    min_reps: int = Field(default=10, ge=3)
+    max_reps: int = Field(default=2000, ge=3)
+    target_rse: float = Field(default=0.001, gt=0)
+    """Stop when the median's relative standard error is under this for every subject."""
+    budget_s: float = Field(default=2.0, gt=0)
+    """Wall-clock budget for the timed repetitions of one config (all subjects together)."""
+    flush_l2: bool = True
+    use_graphs: bool = True
+
+
+QUICK = TimingOptions(warmup_ms=10, min_reps=5, max_reps=200, target_rse=0.01, budget_s=0.3)
+CAREFUL = TimingOptions()
+
+
+def summarize(samples_us: list[float], method: TimingMethod, comparable: bool) -> TimingStats:
+    xs = sorted(samples_us)
+    n = len(xs)
+    med = statistics.median(xs)
+    q = statistics.quantiles(xs, n=4) if n >= 4 else [xs[0], med, xs[-1]]
+    return TimingStats(median_us=med, min_us=xs[0], max_us=xs[-1], iqr_us=q[2] - q[0],
+                       rse=median_rse(xs), reps=n, method=method, comparable=comparable)
+
+
+def median_rse(xs: list[float]) -> float:
+    """Relative standard error of the median, from the MAD (robust to the odd slow repetition)."""
+    n = len(xs)
+    med = statistics.median(xs)
+    if n < 2 or med <= 0:
+        return float("inf")
+    mad = statistics.median(abs(x - med) for x in xs)
+    sigma = 1.4826 * mad
+    return 1.2533 * sigma / math.sqrt(n) / med
+
+
+def _done(samples: dict[str, list[float]], opts: TimingOptions, started: float) -> bool:
+    reps = min(len(s) for s in samples.values())
+    if reps < opts.min_reps:
+        return False
+    if reps >= opts.max_reps or time.perf_counter() - started > opts.budget_s:
+        return True
+    return all(median_rse(s) <= opts.target_rse for s in samples.values())
+
+
+def time_subjects(subjects: dict[str, Subject], n_sets: int, opts: TimingOptions,
+                  device: torch.device) -> tuple[dict[str, TimingStats], dict[str, Subject]]:
+    """Time each subject, interleaved. Returns the stats and, per subject, the exact path that was timed
+    (the graph replay or the call), so the caller can re-check what the timed runs computed."""
+    if device.type == "cuda":
+        return _time_cuda(subjects, n_sets, opts)
+    return _time_cpu(subjects, n_sets, opts), subjects
+
+
+def _time_cpu(subjects: dict[str, Subject], n_sets: int, opts: TimingOptions) -> dict[str, TimingStats]:
+    for fn in subjects.values():
+        fn(0)
+    samples: dict[str, list[float]] = {name: [] for name in subjects}
+    names = list(subjects)
+    started = time.perf_counter()
+    rep = 0
+    # The interpreter is slow: a small fixed floor of repetitions, then the same stopping rule.
+    cpu_opts = opts.model_copy(update={"min_reps": 3})
+    while not _done(samples, cpu_opts, started):
+        order = names[rep % len(names):] + names[:rep % len(names)]
+        for name in order:
+            t0 = time.perf_counter()
+            subjects[name](rep % n_sets)
+            samples[name].append((time.perf_counter() - t0) * 1e6)
+        rep += 1
+    return {name: summarize(s, "cpu_wall", comparable=False) for name, s in samples.items()}
+
+
+def _capture(fn: Subject, n_sets: int) -> list[torch.cuda.CUDAGraph] | None:
+    graphs = []
+    try:
+        for i in range(n_sets):
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                fn(i)
+            graphs.append(graph)
+    except RuntimeError:
+        # Not capturable (host sync, .item(), cudaMalloc inside the call): fall back to events.
+        torch.cuda.synchronize()
+        return None
+    return graphs
+
+
+def _sync_overhead_us(stream: torch.cuda.Stream, reps: int = 50) -> float:
+    """What an empty `event -> device sync -> event` region measures: the fallback subtracts it."""
+    xs = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record(stream)
+        torch.cuda.synchronize()
+        b.record(stream)
+        b.synchronize()
+        xs.append(a.elapsed_time(b) * 1e3)
+    return statistics.median(xs)
+
+
+def _time_cuda(subjects: dict[str, Subject], n_sets: int,
+               opts: TimingOptions) -> tuple[dict[str, TimingStats], dict[str, Subject]]:
+    stream = torch.cuda.current_stream()
+    props = torch.cuda.get_device_properties(stream.device)
+    flush = torch.empty(max(2 * int(props.L2_cache_size), 1 << 20) // 4, dtype=torch.int32, device=stream.device)
+
+    for fn in subjects.values():  # warm-up: compile, autotune, load modules, ramp clocks
+        t0 = time.perf_counter()
+        k = 0
+        while k < max(3, n_sets) or (time.perf_counter() - t0) * 1e3 < opts.warmup_ms:
+            fn(k % n_sets)
+            k += 1
+            if k % 16 == 0:
+                torch.cuda.synchronize()
+        torch.cuda.synchronize()
+
+    timed: dict[str, Subject] = {}
+    methods: dict[str, TimingMethod] = {}
+    for name, fn in subjects.items():
+        graphs = _capture(fn, n_sets) if opts.use_graphs else None
+        if graphs is not None:
+            timed[name] = lambda i, g=graphs: g[i].replay()
+            methods[name] = "cuda_graph"
+        else:
+            timed[name] = fn
+            methods[name] = "cuda_events"
+    overhead = _sync_overhead_us(stream) if "cuda_events" in methods.values() else 0.0
+
+    samples: dict[str, list[float]] = {name: [] for name in subjects}
+    names = list(subjects)
+    started = time.perf_counter()
+    rep = 0
+    while not _done(samples, opts, started):
+        pending = []
+        for _ in range(8):  # a batch of repetitions between host syncs
+            order = names[rep % len(names):] + names[:rep % len(names)]
+            for name in order:
+                if opts.flush_l2:
+                    flush.zero_()
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record(stream)
+                timed[name](rep % n_sets)
+                if methods[name] == "cuda_events":
+                    torch.cuda.synchronize()  # covers work the call left on any stream
+                b.record(stream)
+                pending.append((name, a, b))
+            rep += 1
+        torch.cuda.synchronize()
+        for name, a, b in pending:
+            us = a.elapsed_time(b) * 1e3
+            if methods[name] == "cuda_events":
+                us = max(us - overhead, 0.0)
+            samples[name].append(us)
+    stats = {name: summarize(s, methods[name], comparable=True) for name, s in samples.items()}
+    return stats, timed

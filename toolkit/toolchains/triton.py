@@ -1,0 +1,459 @@
+"""Triton: a candidate is a Python module, so its build is split where candidate code starts to run.
+
+    parent (trusted)                    evaluation worker (sandboxed; runs candidate code)
+    ─────────────────                   ───────────────────────────────────────────────────────────────
+    TritonToolchain.build               trace_build(payload, progress)            (a worker job)
+      syntax check of every .py           import the module, then
+      (ast only, no import)               records = record_launches(lambda: entry(*args))
+                                          kernels, diagnostics = compile_records(records, target)
+
+record_launches intercepts every `@triton.jit` launch while a call runs: `InterpretedFunction.run` under
+TRITON_INTERPRET=1 (CPU tensors), `JITFunction.run` otherwise (a GPU, or launch=False to trace without
+running anything). compile_records compiles each distinct launch ahead of time for the target
+(`triton.compile(ASTSource(...), target=GPUTarget("cuda", 90, 32))` works with no GPU), with the same
+specialization Triton's JIT would use, and reads registers and spills from `ptxas -v` (the ptxas inside
+Triton's wheel) and shared memory from the compiled kernel's metadata.
+
+Nothing here imports triton or torch at module import: the parent stays light.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import types
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import BuildResult, BuildTarget, Diagnostic, KernelResources
+from .cuda import parse_ptxas, trim_log
+
+Progress = Callable[[str], None]
+
+
+class TritonToolchain:
+    """Parent side: a syntax check without importing; the worker does import + trace + compile."""
+
+    language = "triton"
+
+    def build(self, source_dir: Path, candidate: str, target: BuildTarget, out_dir: Path) -> BuildResult:
+        start = time.perf_counter()
+        source_dir = source_dir.resolve()
+        files = sorted(p for p in source_dir.rglob("*.py") if p.is_file())
+        rels = [p.relative_to(source_dir).as_posix() for p in files]
+        diagnostics = [] if (source_dir / candidate).is_file() else [Diagnostic(
+            file=candidate, message=f"{candidate} not found in the source directory; create it")]
+        for path, rel in zip(files, rels, strict=True):
+            try:
+                ast.parse(path.read_bytes(), filename=rel)
+            except SyntaxError as e:
+                diagnostics.append(Diagnostic(file=rel, line=e.lineno, column=e.offset, message=e.msg))
+        log = "\n".join(f"{d.file}:{d.line}:{d.column}: error: {d.message}" for d in diagnostics)
+        return BuildResult(
+            ok=not diagnostics, language=self.language, target=target, diagnostics=diagnostics, log=log,
+            artifact=str(source_dir / candidate), seconds=time.perf_counter() - start, cached=False,
+            command=[sys.executable, "-m", "py_compile", *rels],
+        )
+
+
+# --- recording launches ----------------------------------------------------------------------------
+
+
+class _TensorStandIn:
+    """What the JIT's specializer reads of a tensor (dtype, alignment), without keeping its memory alive."""
+
+    def __init__(self, tensor: Any) -> None:
+        self.dtype = tensor.dtype
+        self._ptr = int(tensor.data_ptr())
+        self.shape = tuple(getattr(tensor, "shape", (1,)))
+
+    def data_ptr(self) -> int:
+        return self._ptr
+
+    def ptr_range(self) -> int:
+        return 0
+
+
+def _stand_in(value: Any) -> Any:
+    if hasattr(value, "data_ptr") and hasattr(value, "dtype"):
+        return _TensorStandIn(value)
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        return tuple(_stand_in(v) for v in value)
+    return value
+
+
+@dataclass
+class LaunchRecord:
+    """One distinct launch of a `@triton.jit` kernel (a live object: it stays in the worker process)."""
+
+    kernel: Any
+    """The JITFunction or InterpretedFunction that was launched."""
+    name: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    """Keyword arguments: kernel parameters and launch options (num_warps, num_stages, ...)."""
+    signature: dict[str, str]
+    """Parameter -> Triton type ("*fp32", "i32", "fp32", ...) or "constexpr"."""
+    constexprs: dict[str, Any]
+    launches: int = 1
+    """How many times this exact specialization was launched during the call."""
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        parts = [f"{k}={v!r}" if t == "constexpr" else t for k, t in self.signature.items()]
+        parts += [f"{k}={v!r}" for k, v in self.options.items()]
+        return f"{self.name}({', '.join(parts)})"
+
+
+_SM90 = None  # the GPUTarget used for specialization at record time; built lazily (imports triton)
+
+
+def _binder_for(jit_fn: Any, gpu_target: Any) -> tuple[Any, Callable[..., Any]]:
+    from triton.compiler import make_backend
+    from triton.runtime.jit import create_function_from_signature
+
+    backend = make_backend(gpu_target)
+    return backend, create_function_from_signature(jit_fn.signature, jit_fn.params, backend)
+
+
+def _specialize(jit_fn: Any, gpu_target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    """Triton's own specialization of a launch: (options, signature, constexprs, attrs) as JITFunction.run."""
+    backend, binder = _binder_for(jit_fn, gpu_target)
+    kwargs = {"debug": jit_fn.debug, **kwargs}
+    bound_args, specialization, options = binder(*args, **kwargs)
+    return jit_fn._pack_args(backend, kwargs, bound_args, specialization, options)
+
+
+def _record(kernel: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> LaunchRecord:
+    from triton.backends.compiler import GPUTarget
+
+    global _SM90
+    _SM90 = _SM90 or GPUTarget("cuda", 90, 32)
+    args = tuple(_stand_in(a) for a in args)
+    kwargs = {k: _stand_in(v) for k, v in kwargs.items()}
+    jit_fn = _as_jit_function(kernel)
+    _, signature, constexprs, _ = _specialize(jit_fn, _SM90, args, kwargs)
+    names = list(jit_fn.arg_names)
+    const_by_name = {names[path[0]]: v for path, v in constexprs.items() if len(path) == 1}
+    options = {k: v for k, v in kwargs.items() if k not in names}
+    return LaunchRecord(kernel=kernel, name=jit_fn.__name__, args=args, kwargs=kwargs, signature=dict(signature),
+                        constexprs=const_by_name, options=options)
+
+
+def record_launches(call: Callable[[], object], *, launch: bool = True) -> list[LaunchRecord]:
+    """Run `call()` and return every distinct `@triton.jit` launch it made, in first-launch order.
+
+    launch=False records without running the kernels (JITFunction only: a trace on a machine with no
+    GPU and no interpreter; the call's outputs are then garbage). Exceptions of `call` propagate.
+    """
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    seen: dict[tuple[int, str], LaunchRecord] = {}
+    originals = {cls: cls.run for cls in (JITFunction, InterpretedFunction)}
+
+    def intercept(cls: type) -> Callable[..., Any]:
+        original = originals[cls]
+
+        def run(self: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
+            if not warmup:
+                record = _record(self, args, kwargs)
+                key = (id(self), record.describe())
+                if key in seen:
+                    seen[key].launches += 1
+                else:
+                    seen[key] = record
+                if not launch and cls is JITFunction:
+                    return None
+            return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+
+        return run
+
+    for cls in originals:
+        cls.run = intercept(cls)  # type: ignore[method-assign]
+    try:
+        call()
+    finally:
+        for cls, original in originals.items():
+            cls.run = original  # type: ignore[method-assign]
+    return list(seen.values())
+
+
+# --- interpreted kernels -> compilable twins ----------------------------------------------------------
+
+_twins: dict[int, Any] = {}
+_twin_scopes: dict[int, dict[str, Any]] = {}
+
+
+def _as_jit_function(kernel: Any) -> Any:
+    """A JITFunction for `kernel`. Under TRITON_INTERPRET=1 kernels are InterpretedFunctions, which
+    triton.compile cannot take; their twin is a JITFunction over the same Python function whose globals
+    show twins of the interpreted helpers too (so calls to them compile, and their source enters the
+    cache key)."""
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    if isinstance(kernel, JITFunction):
+        return kernel
+    if not isinstance(kernel, InterpretedFunction):
+        raise TypeError(f"not a @triton.jit kernel: {kernel!r}")
+    if id(kernel) in _twins:
+        return _twins[id(kernel)]
+    twin = JITFunction(kernel.fn, **kernel.kwargs)
+    _twins[id(kernel)] = twin
+    _twin_scopes.setdefault(id(twin), {})["keep"] = kernel  # ids stay unique while both live
+    twin.__globals__ = _twin_scope(kernel.fn.__globals__)
+    nonlocals = types.MappingProxyType(
+        {k: _twin_value(v) for k, v in __import__("inspect").getclosurevars(kernel.fn).nonlocals.items()})
+    twin.get_capture_scope = lambda: twin.__globals__ | dict(nonlocals)  # type: ignore[method-assign]
+    return twin
+
+
+def _twin_scope(scope: dict[str, Any]) -> dict[str, Any]:
+    if id(scope) in _twin_scopes and "scope" in _twin_scopes[id(scope)]:
+        return _twin_scopes[id(scope)]["scope"]
+    translated: dict[str, Any] = {}
+    _twin_scopes.setdefault(id(scope), {}).update(scope=translated, keep=scope)
+    translated.update({k: _twin_value(v) for k, v in scope.items()})
+    return translated
+
+
+def _twin_value(value: Any) -> Any:
+    from triton.runtime.interpreter import InterpretedFunction
+
+    if isinstance(value, InterpretedFunction):
+        return _as_jit_function(value)
+    if isinstance(value, types.ModuleType) and not value.__name__.partition(".")[0] in ("triton", "torch", "numpy"):
+        if any(isinstance(v, InterpretedFunction) for v in vars(value).values()):
+            twin = types.ModuleType(value.__name__)
+            twin.__dict__.update(_twin_scope(vars(value)))
+            return twin
+    return value
+
+
+# --- compiling records --------------------------------------------------------------------------------
+
+
+def _gpu_target(target: BuildTarget) -> Any:
+    from triton.backends.compiler import GPUTarget
+
+    if target.arch.startswith("sm_"):
+        return GPUTarget("cuda", int(target.arch[3:].rstrip("a")), 32)
+    return GPUTarget("hip", target.arch, 64)
+
+
+def _ptxas_resources(ptx: str, name: str, enable_fp_fusion: bool) -> KernelResources:
+    """Run Triton's own ptxas with -v on the kernel's PTX (the compiled object itself says nothing
+    about registers until a GPU loads it)."""
+    from triton import knobs
+    from triton.backends.nvidia.compiler import get_ptxas
+
+    arch = next((line.split()[1] for line in ptx.splitlines() if line.startswith(".target")), "sm_90a")
+    ptxas = get_ptxas(int(arch[3:].rstrip("a"))).path
+    with tempfile.TemporaryDirectory(prefix="crucible-ptx-") as tmp:
+        src = Path(tmp) / "kernel.ptx"
+        src.write_text(ptx)
+        fmad = [] if enable_fp_fusion else ["--fmad=false"]
+        del knobs  # only imported to make sure Triton's tool paths are configured
+        proc = subprocess.run([ptxas, "-lineinfo", *fmad, "-v", f"--gpu-name={arch}", str(src), "-o",
+                               str(Path(tmp) / "kernel.o")], capture_output=True, text=True, timeout=300,
+                              check=False)
+    found = parse_ptxas(proc.stderr + proc.stdout)
+    return found[0] if found else KernelResources(name=name)
+
+
+def _diagnostics_from_compile_error(err: BaseException, jit_fn: Any, source_dir: Path | None) -> list[Diagnostic]:
+    """A CompilationError chain (outer: the call site in the kernel; inner: the failing line of a helper)
+    -> one error at the innermost line, with notes for each call site above it."""
+    from triton.compiler.errors import CompilationError
+    from triton.runtime.jit import JITCallable, get_jit_fn_file_line
+
+    by_src: dict[str, tuple[str, int]] = {}
+    pending, visited = [jit_fn], set()
+    while pending:  # every @jit function the kernel can reach, by its source text
+        fn = pending.pop()
+        if id(fn) in visited:
+            continue
+        visited.add(id(fn))
+        by_src.setdefault(fn.src, get_jit_fn_file_line(fn))
+        for value in fn.get_capture_scope().values():
+            if isinstance(value, JITCallable):
+                pending.append(value)
+            elif isinstance(value, types.ModuleType) and value.__name__.partition(".")[0] != "triton":
+                pending.extend(v for v in vars(value).values() if isinstance(v, JITCallable))
+
+    chain: list[CompilationError] = []
+    cur: BaseException | None = err
+    while isinstance(cur, CompilationError):
+        chain.append(cur)
+        cur = cur.__cause__
+    out: list[Diagnostic] = []
+    for i, e in enumerate(chain):
+        file, begin = by_src.get(e.src or "", (None, None))
+        lineno = getattr(e.node, "lineno", None)
+        line = begin + lineno - 1 if begin is not None and lineno is not None else None
+        col = getattr(e.node, "col_offset", None)
+        innermost = i == len(chain) - 1
+        message = e.error_message or (repr(cur) if innermost and cur is not None else "in this call")
+        out.append(Diagnostic(file=_rel(file, source_dir) if file else "<unknown>", line=line,
+                              column=col + 1 if col is not None else None,
+                              severity="error" if innermost else "note", message=message))
+    return out[::-1]  # the error first, then where it was called from
+
+
+def _rel(file: str, source_dir: Path | None) -> str:
+    if source_dir is None:
+        return file
+    try:
+        return Path(file).resolve().relative_to(source_dir.resolve()).as_posix()
+    except ValueError:
+        return file
+
+
+def compile_records(records: list[LaunchRecord], target: BuildTarget, *, source_dir: Path | None = None,
+                    progress: Progress | None = None) -> tuple[list[KernelResources], list[Diagnostic]]:
+    """Compile each recorded launch for `target` (no GPU needed) -> resources per kernel, diagnostics.
+
+    source_dir, when given, makes diagnostic paths relative to it. Kernel names are the launch's
+    description: `add_kernel(*fp32, *fp32, *fp32, i32, BLOCK=1024)`.
+    """
+    import triton
+    from triton import knobs
+    from triton.compiler import ASTSource
+    from triton.compiler.errors import CompilationError
+
+    gpu_target = _gpu_target(target)
+    kernels: list[KernelResources] = []
+    diagnostics: list[Diagnostic] = []
+    with knobs.runtime.scope():
+        knobs.runtime.interpret = False  # some constexpr handling differs under the interpreter
+        for record in records:
+            if progress:
+                progress(f"compiling {record.describe()} for {target.arch}")
+            jit_fn = _as_jit_function(record.kernel)
+            try:
+                options, signature, constexprs, attrs = _specialize(jit_fn, gpu_target, record.args, record.kwargs)
+                compiled = triton.compile(ASTSource(jit_fn, signature, constexprs, attrs), target=gpu_target,
+                                          options=options.__dict__)
+            except CompilationError as e:
+                diagnostics.extend(_diagnostics_from_compile_error(e, jit_fn, source_dir))
+                continue
+            except Exception as e:  # noqa: BLE001 - Triton's backends raise many types; each is the agent's to read
+                file, line = _jit_location(jit_fn, source_dir)
+                diagnostics.append(Diagnostic(file=file, line=line, message=f"{record.name}: Triton failed to "
+                                              f"compile this kernel: {type(e).__name__}: {trim_log(str(e), 4000)}"))
+                continue
+            name = record.describe()
+            if "ptx" in compiled.asm:
+                res = _ptxas_resources(compiled.asm["ptx"], name, options.enable_fp_fusion)
+            else:
+                res = KernelResources(name=name)
+            kernels.append(res.model_copy(update={"name": name, "shared_bytes": compiled.metadata.shared}))
+    return kernels, diagnostics
+
+
+def _jit_location(jit_fn: Any, source_dir: Path | None) -> tuple[str, int | None]:
+    from triton.runtime.jit import get_jit_fn_file_line
+
+    file, line = get_jit_fn_file_line(jit_fn)
+    return _rel(file, source_dir), line
+
+
+# --- the worker job --------------------------------------------------------------------------------
+
+
+def _diagnostic_from_exception(exc: BaseException, source_dir: Path) -> Diagnostic:
+    """The innermost traceback frame inside source_dir gives file:line (candidate code that raised)."""
+    file, line = "<unknown>", None
+    for frame in traceback.extract_tb(exc.__traceback__):
+        rel = _rel(frame.filename, source_dir)
+        if not Path(rel).is_absolute() and not rel.startswith("<"):
+            file, line = rel, frame.lineno
+    return Diagnostic(file=file, line=line, message=f"{type(exc).__name__}: {trim_log(str(exc), 4000)}")
+
+
+def import_candidate(path: Path) -> types.ModuleType:
+    """Import a module from its file (its directory first on sys.path, for sibling imports)."""
+    path = path.resolve()
+    if str(path.parent) not in sys.path:
+        sys.path.insert(0, str(path.parent))
+    spec = importlib.util.spec_from_file_location(f"crucible_candidate_{path.stem}", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _load_callable(spec: str) -> Callable[..., Any]:
+    """`package.module:function` or `path/to/file.py:function` (trusted code: the task's input maker)."""
+    where, _, name = spec.rpartition(":")
+    if where.endswith(".py"):
+        path = Path(where).resolve()
+        mod_spec = importlib.util.spec_from_file_location(f"crucible_inputs_{path.stem}", path)
+        if mod_spec is None or mod_spec.loader is None:
+            raise ImportError(f"cannot import {path}")
+        module = importlib.util.module_from_spec(mod_spec)
+        mod_spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(where)
+    return getattr(module, name)
+
+
+def trace_build(payload: dict[str, Any], progress: Progress | None = None) -> dict[str, Any]:
+    """Worker job: import the candidate, trace one small call, compile what it launched.
+
+    payload:
+      source_dir   the snapshot's directory          candidate  e.g. "kernel.py"
+      entry        the function to call              target     BuildTarget as a dict
+      inputs       "module:function" or "file.py:function" (trusted) returning the entry's positional
+                   arguments (a list/tuple), called with payload["inputs_kwargs"] (default {})
+      interpret    run kernels in Triton's interpreter (default: true when target.backend == "cpu")
+      launch       false: record without running kernels (no GPU, no interpreter; default true)
+    Returns BuildResult as a JSON-able dict (artifact: the module path).
+    """
+    start = time.perf_counter()
+    target = BuildTarget.model_validate(payload["target"])
+    source_dir = Path(payload["source_dir"]).resolve()
+    candidate = str(payload["candidate"])
+    interpret = bool(payload.get("interpret", target.backend == "cpu"))
+    if interpret:
+        os.environ["TRITON_INTERPRET"] = "1"  # read by @triton.jit when the candidate module is imported
+
+    def result(ok: bool, kernels: list[KernelResources], diagnostics: list[Diagnostic], log: str = "") -> dict:
+        return BuildResult(ok=ok, language="triton", target=target, diagnostics=diagnostics, kernels=kernels,
+                           log=trim_log(log), artifact=str(source_dir / candidate),
+                           seconds=time.perf_counter() - start, cached=False,
+                           command=["trace_build", str(source_dir / candidate), str(payload["entry"])],
+                           ).model_dump(mode="json")
+
+    if progress:
+        progress(f"importing {candidate}")
+    # Candidate code runs from here on; any exception is the candidate's and becomes a diagnostic.
+    try:
+        module = import_candidate(source_dir / candidate)
+        entry = getattr(module, str(payload["entry"]), None)
+        if entry is None:
+            return result(False, [], [Diagnostic(file=candidate, message=f"{candidate} defines no function "
+                                                 f"`{payload['entry']}`; the task calls that entry point")])
+        args = _load_callable(str(payload["inputs"]))(**payload.get("inputs_kwargs", {}))
+        if progress:
+            progress(f"tracing {payload['entry']}")
+        records = record_launches(lambda: entry(*args), launch=bool(payload.get("launch", True)))
+    except Exception as e:  # noqa: BLE001 - candidate code may raise anything; the agent reads it
+        return result(False, [], [_diagnostic_from_exception(e, source_dir)], traceback.format_exc())
+    if not records:
+        return result(False, [], [Diagnostic(file=candidate, message=f"`{payload['entry']}` launched no "
+                                             "@triton.jit kernel; a Triton candidate must launch one")])
+    kernels, diagnostics = compile_records(records, target, source_dir=source_dir, progress=progress)
+    log = "\n".join(f"{r.launches} x {r.describe()}" for r in records)
+    return result(not any(d.severity == "error" for d in diagnostics), kernels, diagnostics, log)

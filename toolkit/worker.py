@@ -1,0 +1,391 @@
+"""Run one job in a sandboxed evaluation worker and turn whatever happens into a WorkerOutcome.
+
+    run_job(kind, payload)
+      JOBS[kind] -> "module:function"          resolved here, in the trusted parent
+      launch: sandbox prefix + python -m crucible.toolkit.worker_main JOB_FD RESULT_FD
+        JOB_FD    <- the job as JSON (a thread writes it; the payload may exceed a pipe's buffer)
+        RESULT_FD -> JSON lines (a thread reads them; progress is forwarded from the caller's thread)
+        stdout+stderr -> a thread keeps the tail (the candidate's prints, never a result)
+      wait for exit, timeout or cancel -> SIGKILL the process group (and cgroup) -> reap -> verdict
+
+A crash, hang or early exit of the candidate is a verdict, never an exception of the caller.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import queue
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .jobs import JOBS
+from .sandbox import RunCgroup, SandboxCaps, describe, launch_prefix, probe
+
+Status = Literal["ok", "error", "crash", "timeout", "exit", "oom", "cancelled", "infra"]
+Backend = Literal["cpu", "cuda", "rocm"]
+
+TAIL_CHARS = 4000
+MAX_CHANNEL_BYTES = 256 << 20
+"""More than this over the result channel is treated as an attack on the parent's memory."""
+REAP_GRACE_S = 2.0
+
+
+class WorkerLimits(BaseModel):
+    """Resource limits of one worker run."""
+
+    model_config = ConfigDict(frozen=True)
+
+    timeout_s: float = Field(300, gt=0)
+    """Wall clock; on expiry the whole process group is killed."""
+    memory_mb: int = Field(16384, gt=0)
+    """Host memory: RLIMIT_AS on the cpu backend; a memory cgroup (else RLIMIT_DATA) on GPU backends,
+    where RLIMIT_AS breaks the driver's huge address-space reservations."""
+    cpu_s: int | None = Field(None, gt=0)
+    """CPU seconds (RLIMIT_CPU); None means 2 * timeout_s."""
+    max_processes: int = Field(256, gt=0)
+    """Processes and threads: a pids cgroup where available (RLIMIT_NPROC is per user and ignores root)."""
+    network: bool = False
+    """False runs the worker in its own network namespace."""
+
+
+class WorkerOutcome(BaseModel):
+    """What happened to one worker run."""
+
+    status: Status
+    """ok: the job returned a result; error: it raised; crash: killed by a signal; timeout: wall clock
+    (or CPU time) exceeded; exit: the process ended without sending its result; oom: out of memory;
+    cancelled: the caller cancelled; infra: the worker could not be started or run its job."""
+    result: dict[str, Any] | None
+    """The job's returned dict, only when status is ok."""
+    message: str
+    """What happened and what to do about it, for a user or an agent."""
+    exit_code: int | None
+    """The worker's exit code, when it exited rather than being killed by a signal."""
+    signal: str | None
+    """The signal that killed the worker, e.g. "SIGSEGV"."""
+    stderr_tail: str
+    """The last characters of the worker's stdout and stderr (the candidate's prints go there)."""
+    seconds: float
+    """Wall-clock seconds from launch to reaping."""
+    isolation: dict[str, str]
+    """What isolation was applied, by mechanism (e.g. "network": "netns (unshare -n)")."""
+
+
+SIGNAL_HINTS = {
+    signal.SIGSEGV: "an invalid memory access (segmentation fault)",
+    signal.SIGBUS: "a bus error (a misaligned access or a truncated mapped file)",
+    signal.SIGABRT: "an abort (a failed assertion or a fatal error inside a library)",
+    signal.SIGILL: "an illegal instruction",
+    signal.SIGFPE: "an arithmetic fault (such as an integer division by zero)",
+    signal.SIGKILL: "SIGKILL from outside the worker (possibly the kernel's out-of-memory killer)",
+}
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+# ------------------------------------------------------------------------------------------- plumbing
+
+def _pump(fd: int, on_chunk: Callable[[bytes], bool], stop: threading.Event) -> None:
+    """Read `fd` until EOF, or until `stop` is set and nothing more is ready; on_chunk False stops too."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    while True:
+        if not poller.poll(50):
+            if stop.is_set():
+                return
+            continue
+        chunk = os.read(fd, 1 << 16)
+        if not chunk or not on_chunk(chunk):
+            return
+
+
+class _Messages:
+    """Splits the result channel into JSON messages and queues them for the caller's thread."""
+
+    def __init__(self) -> None:
+        self.queue: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.buffer = bytearray()
+        self.total = 0
+        self.garbled = 0
+
+    def feed(self, chunk: bytes) -> bool:
+        self.total += len(chunk)
+        if self.total > MAX_CHANNEL_BYTES:
+            self.queue.put({"type": "_overflow"})
+            return False
+        start = len(self.buffer)  # search only the new bytes: a 5 MB line arrives in 80 chunks
+        self.buffer += chunk
+        while (end := self.buffer.find(b"\n", start)) >= 0:
+            line, self.buffer = bytes(self.buffer[:end]), self.buffer[end + 1:]
+            start = 0
+            try:
+                message = json.loads(line)
+            except ValueError:
+                self.garbled += 1
+                continue
+            if isinstance(message, dict):
+                self.queue.put(message)
+        return True
+
+
+class _Tail:
+    """Keeps the last bytes of the worker's output."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+
+    def feed(self, chunk: bytes) -> bool:
+        self.data += chunk
+        if len(self.data) > 16 * TAIL_CHARS:
+            del self.data[:-4 * TAIL_CHARS]
+        return True
+
+    def text(self) -> str:
+        return self.data.decode(errors="replace")[-TAIL_CHARS:]
+
+
+def _write_job(fd: int, data: bytes) -> None:
+    try:
+        with open(fd, "wb", closefd=True) as pipe:
+            pipe.write(data)
+    except BrokenPipeError:  # the worker died before reading its job: the verdict says why
+        pass
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+# ------------------------------------------------------------------------------------------- planning
+
+def _plan(limits: WorkerLimits, caps: SandboxCaps, backend: Backend, cgroup: RunCgroup | None,
+          writable: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The rlimits the worker applies to itself, and the isolation record."""
+    isolation = describe(limits, caps, cgroup)
+    memory = limits.memory_mb << 20
+    cpu_s = limits.cpu_s or math.ceil(2 * limits.timeout_s)
+    rlimits: dict[str, Any] = {"CPU": [cpu_s, cpu_s + 5], "CORE": 0}
+    if backend == "cpu":
+        rlimits["AS"] = memory
+        isolation["memory"] = f"RLIMIT_AS {limits.memory_mb} MiB"
+    elif not (cgroup and cgroup.memory_dir):
+        rlimits["DATA"] = memory
+        isolation["memory"] = (f"RLIMIT_DATA {limits.memory_mb} MiB (no memory cgroup; RLIMIT_AS would break "
+                               "the GPU driver's address-space reservations)")
+    if not (cgroup and cgroup.pids_dir):
+        if caps.is_root:
+            isolation["pids"] = "NOT limited: no pids cgroup, and RLIMIT_NPROC does not apply to root"
+        else:
+            rlimits["NPROC"] = limits.max_processes
+            isolation["pids"] = f"RLIMIT_NPROC {limits.max_processes} (counts all processes of the user)"
+    isolation["cpu"] = f"RLIMIT_CPU {cpu_s} s"
+    isolation["filesystem"] = ("Landlock requested" if caps.landlock_abi >= 1
+                               else "NOT restricted: Landlock is not available on this kernel")
+    return rlimits, isolation
+
+
+def _child_env(backend: Backend, gpu: int | None, scratch: Path, env: dict[str, str] | None) -> dict[str, str]:
+    """A clean environment: nothing of the parent's leaks (API keys) but what Python needs."""
+    extra = dict(env or {})
+    child = {"PATH": os.environ.get("PATH", os.defpath), "LANG": os.environ.get("LANG", "C.UTF-8"),
+             "HOME": str(scratch), "TMPDIR": str(scratch), "PYTHONUNBUFFERED": "1",
+             "PYTHONDONTWRITEBYTECODE": "1"}
+    paths = [p for p in (extra.pop("PYTHONPATH", ""), os.environ.get("PYTHONPATH", "")) if p]
+    if paths:
+        child["PYTHONPATH"] = os.pathsep.join(paths)
+    if backend == "cpu":
+        child.update(TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="")
+    elif backend == "cuda":
+        child["CUDA_VISIBLE_DEVICES"] = str(gpu)
+    else:
+        child["ROCR_VISIBLE_DEVICES"] = str(gpu)
+    child.update(extra)
+    return child
+
+
+# ------------------------------------------------------------------------------------------- verdict
+
+def _verdict(reason: str | None, messages: dict[str, dict[str, Any]], returncode: int,
+             limits: WorkerLimits, cgroup: RunCgroup | None, cpu_s: int,
+             ) -> tuple[Status, dict[str, Any] | None, str, int | None, str | None]:
+    status_msg = messages.get("status")  # from the namespace's init: the worker's true status
+    if status_msg:
+        exit_code, signum = status_msg.get("exit_code"), status_msg.get("signal")
+    else:
+        exit_code, signum = (None, -returncode) if returncode < 0 else (returncode, None)
+    sig = _signal_name(signum) if signum else None
+    if reason == "cancelled":
+        return "cancelled", None, "the evaluation was cancelled by the caller", exit_code, sig
+    if reason == "timeout":
+        return ("timeout", None, f"the evaluation ran past its {limits.timeout_s:g} s wall-clock limit and was "
+                f"killed with every process it started; make it faster or look for a hang", exit_code, sig)
+    if reason == "overflow":
+        return ("error", None, f"the worker sent more than {MAX_CHANNEL_BYTES >> 20} MiB over its result "
+                "channel and was killed; return smaller results", exit_code, sig)
+    if "result" in messages:
+        result = messages["result"].get("result")
+        if isinstance(result, dict):
+            return "ok", result, "the job finished and sent its result", exit_code, sig
+    if "exit_attempt" in messages:
+        code = messages["exit_attempt"].get("code")
+        return ("exit", None, f"the candidate called sys.exit({code!r}) before the evaluation finished; "
+                "exiting early is a failure", exit_code, sig)
+    if "oom" in messages:
+        return ("oom", None, f"the evaluation ran out of host memory (limit {limits.memory_mb} MiB): "
+                f"{messages['oom'].get('message')}; use less memory", exit_code, sig)
+    if "error" in messages:
+        err = messages["error"]
+        return ("error", None, f"the job raised {err.get('message')}\n{err.get('traceback', '')}",
+                exit_code, sig)
+    if "infra" in messages:
+        return "infra", None, str(messages["infra"].get("message")), exit_code, sig
+    if cgroup and cgroup.oom_killed():
+        return ("oom", None, f"the worker was killed by the kernel for exceeding its {limits.memory_mb} MiB "
+                "memory limit; use less host memory", exit_code, sig)
+    if signum in (signal.SIGXCPU, signal.SIGKILL) and messages.get("started") and False:
+        pass
+    if signum == signal.SIGXCPU:
+        return ("timeout", None, f"the evaluation used more than its {cpu_s} s of CPU time and was killed; "
+                "make it faster or look for a busy loop", exit_code, sig)
+    if "started" not in messages:
+        return ("infra", None, f"the worker could not be started (exit code {exit_code}, signal {sig}); "
+                "see stderr_tail", exit_code, sig)
+    if signum:
+        hint = SIGNAL_HINTS.get(signal.Signals(signum), "a fatal signal") if sig and sig.startswith("SIG") \
+            else "a fatal signal"
+        return ("crash", None, f"the worker crashed with {sig}: {hint}; check the candidate's memory accesses "
+                "(stderr_tail may hold a Python traceback)", exit_code, sig)
+    return ("exit", None, f"the worker process ended (exit code {exit_code}) without sending its result: "
+            "the candidate ended the process early (sys.exit, os._exit or similar); exiting early is a "
+            "failure", exit_code, sig)
+
+
+# ------------------------------------------------------------------------------------------- run_job
+
+def run_job(kind: str, payload: dict[str, Any], *, limits: WorkerLimits, backend: Backend,
+            gpu: int | None = None, scratch: Path, env: dict[str, str] | None = None,
+            on_progress: Callable[[dict[str, Any]], None] | None = None,
+            cancel: threading.Event | None = None) -> WorkerOutcome:
+    """Run the job `kind` (a key of crucible.toolkit.jobs.JOBS) on `payload` in a sandboxed worker.
+
+    on_progress is called in the caller's thread. Raises ValueError only for caller bugs (an unknown
+    kind, a GPU backend without a GPU); everything the worker does becomes the outcome's status.
+    """
+    target = JOBS.get(kind)
+    if target is None:
+        raise ValueError(f"unknown job kind {kind!r}; known: {sorted(JOBS)}")
+    if backend != "cpu" and gpu is None:
+        raise ValueError(f"the {backend} backend needs a gpu index")
+    started = time.monotonic()
+    scratch = Path(scratch).resolve()
+    scratch.mkdir(parents=True, exist_ok=True)
+    caps = probe()
+    cgroup = RunCgroup.create(caps, memory_mb=None if backend == "cpu" else limits.memory_mb,
+                              max_processes=limits.max_processes)
+    writable = [str(scratch), "/dev"]  # /dev: GPU device files and /dev/shm
+    if env and env.get("TRITON_CACHE_DIR"):
+        writable.append(env["TRITON_CACHE_DIR"])
+    rlimits, isolation = _plan(limits, caps, backend, cgroup, writable)
+    job = {"kind": kind, "target": target, "payload": payload, "rlimits": rlimits,
+           "landlock": {"writable": writable} if caps.landlock_abi >= 1 else None}
+    try:
+        job_data = json.dumps(job).encode()
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"the payload of job {kind!r} is not JSON-serializable: {exc}") from exc
+
+    job_r, job_w = os.pipe()
+    res_r, res_w = os.pipe()
+    command = [*launch_prefix(limits, caps, cgroup), sys.executable, "-P", "-s", "-X", "faulthandler",
+               "-m", "crucible.toolkit.worker_main", str(job_r), str(res_w)]
+    try:
+        proc = subprocess.Popen(command, pass_fds=(job_r, res_w), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=scratch,
+                                env=_child_env(backend, gpu, scratch, env), start_new_session=True)
+    except OSError as exc:
+        for fd in (job_r, job_w, res_r, res_w):
+            os.close(fd)
+        if cgroup:
+            cgroup.remove()
+        return WorkerOutcome(status="infra", result=None, message=f"the worker could not be started: {exc}",
+                             exit_code=None, signal=None, stderr_tail="",
+                             seconds=time.monotonic() - started, isolation=isolation)
+    os.close(job_r)
+    os.close(res_w)
+    assert proc.stdout is not None
+    out_fd = proc.stdout.fileno()
+
+    stop = threading.Event()
+    msgs, tail = _Messages(), _Tail()
+    threads = [threading.Thread(target=_write_job, args=(job_w, job_data), daemon=True),
+               threading.Thread(target=_pump, args=(res_r, msgs.feed, stop), daemon=True),
+               threading.Thread(target=_pump, args=(out_fd, tail.feed, stop), daemon=True)]
+    for t in threads:
+        t.start()
+
+    messages: dict[str, dict[str, Any]] = {}
+    reason: str | None = None
+
+    def dispatch(message: dict[str, Any]) -> None:
+        nonlocal reason
+        kind_ = str(message.get("type"))
+        if kind_ == "progress":
+            if on_progress is not None and isinstance(message.get("progress"), dict):
+                on_progress(message["progress"])
+        elif kind_ == "_overflow":
+            reason = "overflow"
+        else:
+            messages[kind_] = message
+
+    deadline = started + limits.timeout_s
+    try:
+        while reason is None and proc.poll() is None:
+            if cancel is not None and cancel.is_set():
+                reason = "cancelled"
+            elif time.monotonic() > deadline:
+                reason = "timeout"
+            else:
+                with contextlib.suppress(queue.Empty):
+                    dispatch(msgs.queue.get(timeout=0.05))
+    finally:
+        # Also after a normal exit: grandchildren the candidate left behind die with the group.
+        _kill_group(proc.pid)
+        if cgroup:
+            cgroup.kill_all()
+        proc.wait()
+        _kill_group(proc.pid)
+        threads[1].join(REAP_GRACE_S)  # EOF arrives once every holder of the pipe is dead
+        stop.set()
+        for t in threads:
+            t.join(REAP_GRACE_S)
+        proc.stdout.close()
+        os.close(res_r)
+    while not msgs.queue.empty():
+        dispatch(msgs.queue.get_nowait())
+
+    cpu_s = limits.cpu_s or math.ceil(2 * limits.timeout_s)
+    status, result, message, exit_code, sig = _verdict(reason, messages, proc.returncode, limits, cgroup, cpu_s)
+    if cgroup:
+        cgroup.remove()
+    if "started" in messages:
+        isolation.update({k: str(v) for k, v in messages["started"].get("isolation", {}).items()})
+    return WorkerOutcome(status=status, result=result, message=message, exit_code=exit_code, signal=sig,
+                         stderr_tail=tail.text(), seconds=round(time.monotonic() - started, 3),
+                         isolation=isolation)

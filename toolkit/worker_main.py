@@ -1,0 +1,189 @@
+"""The evaluation worker's entry point: `python -m crucible.toolkit.worker_main JOB_FD RESULT_FD`.
+
+Runs untrusted candidate code (inside the job), so it only ever reports through RESULT_FD, a private
+pipe, as JSON lines; stdout and stderr are the candidate's and are only kept as a log tail.
+
+    parent writes {"kind", "target", "payload", "rlimits", "landlock"} to JOB_FD and closes it
+    worker  -> {"type": "started", "isolation": {...}}     rlimits and Landlock applied
+            -> {"type": "progress", "progress": {...}}*    from the job's progress callback
+            -> one of: {"type": "result", "result": {...}}   the job returned
+                       {"type": "error", "message", "traceback"}  the job raised
+                       {"type": "oom", "message"}             MemoryError (or a framework's OOM error)
+                       {"type": "exit_attempt", "code"}       the job raised SystemExit
+                       {"type": "infra", "message"}           the worker itself failed
+    init    -> {"type": "status", "exit_code", "signal"}   only as pid 1 of a pid namespace (see _init)
+
+After its last message the worker leaves with os._exit, so no atexit handler of the candidate runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import random
+import resource
+import signal
+import sys
+import threading
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from .sandbox import restrict_filesystem
+
+EXIT_ERROR, EXIT_INFRA, EXIT_SYSTEM_EXIT, EXIT_OOM = 3, 4, 5, 6
+TRACEBACK_CHARS = 3000
+RLIMITS = {"AS": resource.RLIMIT_AS, "DATA": resource.RLIMIT_DATA, "CPU": resource.RLIMIT_CPU,
+           "NPROC": resource.RLIMIT_NPROC, "CORE": resource.RLIMIT_CORE}
+
+
+class Channel:
+    """The write end of the result pipe; thread-safe, whole messages only."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.lock = threading.Lock()
+
+    def send(self, message: dict[str, Any]) -> None:
+        data = (json.dumps(message, separators=(",", ":")) + "\n").encode()
+        with self.lock:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self.fd, view):]
+
+
+def _move_high(fd: int) -> int:
+    """Move `fd` to a random high number, not inheritable, so the candidate does not find it at 3 or 4
+    and exec'd grandchildren do not get it."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    top = min(soft, 4096) - 1
+    for _ in range(100):
+        target = random.randint(max(top // 2, 64), top)
+        try:
+            os.fstat(target)
+        except OSError:
+            new = os.dup2(fd, target, inheritable=False)
+            os.close(fd)
+            return new
+    os.set_inheritable(fd, False)
+    return fd
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    os.close(fd)
+    return b"".join(chunks)
+
+
+def _init(channel: Channel) -> None:
+    """Pid 1 of a pid namespace: fork the real worker and reap everything until it ends.
+
+    Pid 1 ignores signals it sends itself without a handler (abort() would turn into SIGSEGV), and its
+    death kills the whole namespace: so the worker runs as its child, and init reports the worker's
+    true exit status over the channel, then exits, which kills any leftover process.
+    """
+    pid = os.fork()
+    if pid == 0:
+        return
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    while True:
+        try:
+            done, status = os.wait()
+        except ChildProcessError:
+            os._exit(EXIT_INFRA)
+        if done == pid:
+            break
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        channel.send({"type": "status", "exit_code": None, "signal": sig})
+        os._exit(128 + sig)
+    code = os.WEXITSTATUS(status)
+    channel.send({"type": "status", "exit_code": code, "signal": None})
+    os._exit(code)
+
+
+def _apply_rlimits(rlimits: dict[str, Any]) -> dict[str, str]:
+    applied = {}
+    for name, value in rlimits.items():
+        soft, hard = value if isinstance(value, list) else (value, value)
+        resource.setrlimit(RLIMITS[name], (soft, hard))
+        applied[name] = f"{soft}" if soft == hard else f"{soft} (hard {hard})"
+    return {"rlimits": ", ".join(f"RLIMIT_{k} {v}" for k, v in applied.items())} if applied else {}
+
+
+def _is_oom(exc: BaseException) -> bool:
+    if isinstance(exc, MemoryError):
+        return True
+    # torch.OutOfMemoryError (CUDA) and the CPU allocator's RuntimeError are not MemoryErrors.
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    return "OutOfMemoryError" in names or "can't allocate memory" in str(exc)
+
+
+def _load(target: str) -> Callable[[dict[str, Any], Callable[[dict[str, Any]], None]], dict[str, Any]]:
+    module, _, function = target.partition(":")
+    return getattr(importlib.import_module(module), function)
+
+
+def _run(channel: Channel, job: dict[str, Any]) -> None:
+    isolation = _apply_rlimits(job.get("rlimits") or {})
+    landlock = job.get("landlock")
+    if landlock:
+        try:
+            isolation["filesystem"] = restrict_filesystem(landlock["writable"])
+        except OSError as exc:
+            isolation["filesystem"] = f"NOT restricted: {exc}"
+    channel.send({"type": "started", "isolation": isolation})
+    try:
+        fn = _load(job["target"])
+    except (ImportError, AttributeError) as exc:
+        channel.send({"type": "infra", "message": f"the job {job['kind']!r} ({job['target']}) could not be "
+                                                  f"loaded: {exc!r}; check crucible.toolkit.jobs.JOBS"})
+        os._exit(EXIT_INFRA)
+
+    def progress(data: dict[str, Any]) -> None:
+        channel.send({"type": "progress", "progress": data})
+
+    try:
+        result = fn(job["payload"], progress)
+        if not isinstance(result, dict):
+            raise TypeError(f"the job {job['kind']!r} returned {type(result).__name__}, not a dict")
+        data = json.dumps({"type": "result", "result": result}, separators=(",", ":"))
+    except SystemExit as exc:
+        channel.send({"type": "exit_attempt", "code": exc.code if isinstance(exc.code, int | None)
+                      else str(exc.code)})
+        os._exit(EXIT_SYSTEM_EXIT)
+    except BaseException as exc:  # the job is arbitrary code: every failure becomes a verdict
+        tb = traceback.format_exc()[-TRACEBACK_CHARS:]
+        if _is_oom(exc):
+            channel.send({"type": "oom", "message": f"{type(exc).__name__}: {exc}"[:500], "traceback": tb})
+            os._exit(EXIT_OOM)
+        channel.send({"type": "error", "message": f"{type(exc).__name__}: {exc}"[:1000], "traceback": tb})
+        os._exit(EXIT_ERROR)
+    with channel.lock:
+        view = memoryview((data + "\n").encode())
+        while view:
+            view = view[os.write(channel.fd, view):]
+    os._exit(0)
+
+
+def main() -> None:
+    job_fd, result_fd = _move_high(int(sys.argv[1])), _move_high(int(sys.argv[2]))
+    channel = Channel(result_fd)
+    try:
+        job = json.loads(_read_all(job_fd))
+        if os.getpid() == 1:
+            _init(channel)
+        _run(channel, job)
+    except BaseException:  # top level: whatever broke, the parent gets it as an infra failure
+        try:
+            channel.send({"type": "infra", "message": "the worker failed before running the job: "
+                                                      + traceback.format_exc()[-TRACEBACK_CHARS:]})
+        finally:
+            os._exit(EXIT_INFRA)
+
+
+if __name__ == "__main__":
+    main()
