@@ -82,7 +82,8 @@ def cmd_tool(args: argparse.Namespace) -> int:
         configs = args.config or "visible"
         timing = {"test": "quick", "bench": "careful"}[args.tool]
         request = EvalRequest(configs=configs, timing=timing, backend=args.backend,  # type: ignore[arg-type]
-                              compiled_baseline=args.tool == "bench", seeds=args.seeds)
+                              compiled_baseline=args.tool == "bench", seeds=args.seeds,
+                              timeout_s=args.timeout)
         try:
             result = evaluate(task, snapshot, request)
         except KeyError as exc:
@@ -126,6 +127,8 @@ def parser() -> argparse.ArgumentParser:
     tool.add_argument("--config", action="append", help="a config name (repeatable); default: all visible")
     tool.add_argument("--seeds", type=int, default=None)
     tool.add_argument("--backend", choices=["auto", "cpu", "cuda", "rocm"], default="auto")
+    tool.add_argument("--timeout", type=float, default=None, help="worker time limit in seconds "
+                      "(default: the task's)")
     tool.add_argument("--json", action="store_true", help="print the result model as JSON")
     tool.set_defaults(func=cmd_tool)
 

@@ -255,15 +255,8 @@ def compile_snapshot(task: Task, snapshot: Snapshot, backend: Backend | Literal[
         return result.model_copy(update={"ok": False, "diagnostics": [*result.diagnostics, diag],
                                          "log": outcome.stderr_tail, "seconds": seconds})
     res = outcome.result
-    for key in ("load_error", "run_error"):
-        if key in res:
-            what = "importing the module" if key == "load_error" else f"running {task.spec.entry}()"
-            diag = Diagnostic(file=task.spec.candidate, line=None, column=None, severity="error",
-                              message=f"{what} on config {smallest.name} failed")
-            return result.model_copy(update={"ok": False, "diagnostics": [*result.diagnostics, diag],
-                                             "log": res[key], "seconds": seconds})
     diags = [Diagnostic.model_validate(d) for d in res["diagnostics"]]
     kernels = [KernelResources.model_validate(k) for k in res["kernels"]]
     return result.model_copy(update={"ok": not any(d.severity == "error" for d in diags),
                                      "diagnostics": [*result.diagnostics, *diags], "kernels": kernels,
-                                     "seconds": seconds})
+                                     "log": res["log"], "seconds": seconds})

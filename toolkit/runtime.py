@@ -278,6 +278,8 @@ def run_evaluation(payload: dict, progress: Callable[[dict], None]) -> dict:
     ref = import_file(task.file("reference.py"), "crucible_reference")
     try:
         candidate = load_kernel(payload["candidate"], task, "crucible_candidate")
+    except (MemoryError, torch.cuda.OutOfMemoryError):
+        raise
     except Exception as exc:  # import-time failures of candidate code are the candidate's
         return {"device": info.model_dump(), "load_error": _error_text(exc)}
     baseline_desc = payload.get("baseline")
@@ -298,6 +300,8 @@ def run_evaluation(payload: dict, progress: Callable[[dict], None]) -> dict:
         result = ConfigResult(config=config.name, status="pass", flops=flops, bytes=nbytes)
         try:
             seeds, case0, refs0 = check_config(task, ref, candidate, config, payload["seeds"], device)
+        except (MemoryError, torch.cuda.OutOfMemoryError):
+            raise  # the worker reports these as "oom"
         except Exception as exc:  # the candidate raised, or a CUDA error surfaced during its run
             result = result.model_copy(update={"status": "error", "message": _error_text(exc)})
             results.append(result)
@@ -324,6 +328,8 @@ def run_evaluation(payload: dict, progress: Callable[[dict], None]) -> dict:
                 subjects["compiled"] = reference_kernel(compiled_ref, task)  # type: ignore[arg-type]
             try:
                 stats, recheck = time_config(task, ref, subjects, config, case0, refs0, opts, device)
+            except (MemoryError, torch.cuda.OutOfMemoryError):
+                raise
             except Exception as exc:
                 update.update(status="error", message="timing failed: " + _error_text(exc))
             else:
@@ -348,23 +354,39 @@ def run_evaluation(payload: dict, progress: Callable[[dict], None]) -> dict:
 
 def run_triton_build(payload: dict, progress: Callable[[dict], None]) -> dict:
     """Worker job "triton_build": import the candidate, record the Triton kernels its entry launches on
-    the smallest visible config, and compile each for the target architecture to report resources."""
-    from .toolchains.triton import compile_records, record_launches
+    the smallest visible config, and compile each for the target architecture to report resources.
+    Returns {"kernels": [...], "diagnostics": [...], "log": str}."""
+    from .toolchains.triton import _diagnostic_from_exception, compile_records, record_launches
 
     task = load_task(Path(payload["task_root"]))
     device = torch.device("cuda" if payload["backend"] == "cuda" else "cpu")
     ref = import_file(task.file("reference.py"), "crucible_reference")
+    source = Path(payload["candidate"]["path"])
+    records: list = []
+    failure = None
     try:
         kernel = load_kernel(payload["candidate"], task, "crucible_candidate")
-    except Exception as exc:
-        return {"load_error": _error_text(exc)}
-    config = task.config(payload["config"])
-    case = Case(task, ref, config, 0, device)
-    outs = case.new_outputs()
-    try:
-        records = record_launches(lambda: kernel(case.inputs, outs, case.params))
-    except Exception as exc:
-        return {"run_error": _error_text(exc)}
+        case = Case(task, ref, task.config(payload["config"]), 0, device)
+        record_launches(lambda: kernel(case.inputs, case.new_outputs(), case.params), into=records)
+    except (MemoryError, torch.cuda.OutOfMemoryError):
+        raise
+    except Exception as exc:  # candidate code may raise anything; the agent reads it
+        failure = _diagnostic_from_exception(exc, source.parent, source.name)
+        log = _error_text(exc)
     progress({"stage": "compile", "kernels": len(records)})
-    kernels, diagnostics = compile_records(records, payload["arch"])
-    return {"kernels": [k.model_dump() for k in kernels], "diagnostics": [d.model_dump() for d in diagnostics]}
+    kernels, diagnostics = compile_records(records, payload["arch"], source_dir=source.parent)
+    if failure is not None:
+        if any(d.severity == "error" for d in diagnostics):  # Triton's own compile error says it better
+            failure = failure.model_copy(update={"severity": "note", "message": f"while tracing: {failure.message}"})
+        diagnostics.append(failure)
+    elif not records:
+        from .toolchains import Diagnostic
+
+        diagnostics.append(Diagnostic(file=source.name, line=None, column=None, severity="error",
+                                      message=f"{task.spec.entry}() launched no @triton.jit kernel; "
+                                              "a Triton candidate must launch one"))
+        log = ""
+    else:
+        log = "\n".join(f"{r.launches} x {r.describe()}" for r in records)
+    return {"kernels": [k.model_dump() for k in kernels], "diagnostics": [d.model_dump() for d in diagnostics],
+            "log": log}

@@ -5,8 +5,8 @@ The worker's process tree, outermost first (each layer only where `probe()` foun
     sh -c 'echo 0 > <cgroup>/cgroup.procs ...; exec "$@"'   join a per-run memory/pids cgroup
       unshare [-r] -n -p -f -m --mount-proc --kill-child      own network, pid and mount namespaces
         setpriv --bounding-set=-all --no-new-privs            as root: drop every capability
-          python -m crucible.toolkit.worker_main               pid 1 of its namespace: forks the worker,
-            worker: rlimits, Landlock, then the job            reaps, reports the worker's exit status
+          python -m crucible.toolkit.worker_main               supervisor (pid 1, or a child subreaper):
+            worker: rlimits, Landlock, then the job            reaps, kills leftovers, reports the status
 
 Everything here is stdlib only (plus pydantic for SandboxCaps), so the worker can import it cheaply
 for `restrict_filesystem`.
@@ -14,6 +14,7 @@ for `restrict_filesystem`.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import os
@@ -123,10 +124,8 @@ def _try_make_child(parent: Path, limit_file: str) -> bool:
     try:
         return (probe_dir / limit_file).exists() and os.access(probe_dir / "cgroup.procs", os.W_OK)
     finally:
-        try:
+        with contextlib.suppress(OSError):
             probe_dir.rmdir()
-        except OSError:
-            pass
 
 
 def _candidate_parents(mount: Path, own: str | None) -> list[Path]:
@@ -239,10 +238,8 @@ class RunCgroup:
                 if not pids:
                     break
                 for pid in pids:
-                    try:
+                    with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
                 time.sleep(0.01)
 
     def remove(self, wait_s: float = 2.0) -> None:
@@ -285,7 +282,7 @@ def describe(limits: WorkerLimits, caps: SandboxCaps, cgroup: RunCgroup | None) 
     else:
         out["network"] = "NOT isolated: no network namespace available"
     out["pid_namespace"] = ("yes (own /proc; every process dies with the worker's init)" if "-p" in flags
-                            else "no (leftovers are killed by process group" + (" and cgroup)" if cgroup else ")"))
+                            else "no (leftovers are killed by process group, subreaper" + (" and cgroup)" if cgroup else ")"))
     if caps.is_root:
         out["capabilities"] = ("dropped (setpriv --bounding-set=-all --no-new-privs)" if caps.setpriv
                                else "NOT dropped: runs as root with all capabilities (no setpriv)")
@@ -330,7 +327,8 @@ def landlock_abi() -> int:
 def restrict_filesystem(writable: list[str]) -> str:
     """Make the whole filesystem read-only for this process and its children, except `writable`.
 
-    Irreversible. Ioctl on devices stays allowed (CUDA needs it). Raises OSError if Landlock refuses.
+    Irreversible. Ioctl on devices stays allowed (CUDA needs it), and so are writes under this process's
+    /proc/<pid>/task (the CUDA driver needs them). Raises OSError if Landlock refuses.
     """
     abi = landlock_abi()
     if abi < 1:
@@ -343,7 +341,10 @@ def restrict_filesystem(writable: list[str]) -> str:
     if ruleset < 0:
         raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
     try:
-        rules = [("/", _READ_ONLY)] + [(p, handled) for p in writable]
+        # The CUDA driver writes under its own /proc/<pid>/task (error 304 otherwise); only this process's
+        # entry is opened, so CUDA in a subprocess of the candidate fails, and /proc/sys stays read-only.
+        own_tasks = os.path.realpath("/proc/self/task")
+        rules = [("/", _READ_ONLY)] + [(p, handled) for p in [*writable, own_tasks]]
         for path, access in rules:
             try:
                 fd = os.open(path, os.O_PATH | os.O_CLOEXEC)

@@ -83,7 +83,7 @@ class WorkerOutcome(BaseModel):
     """What isolation was applied, by mechanism (e.g. "network": "netns (unshare -n)")."""
 
 
-SIGNAL_HINTS = {
+SIGNAL_HINTS: dict[int, str] = {
     signal.SIGSEGV: "an invalid memory access (segmentation fault)",
     signal.SIGBUS: "a bus error (a misaligned access or a truncated mapped file)",
     signal.SIGABRT: "an abort (a failed assertion or a fatal error inside a library)",
@@ -176,8 +176,8 @@ def _kill_group(pgid: int) -> None:
 
 # ------------------------------------------------------------------------------------------- planning
 
-def _plan(limits: WorkerLimits, caps: SandboxCaps, backend: Backend, cgroup: RunCgroup | None,
-          writable: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
+def _plan(limits: WorkerLimits, caps: SandboxCaps, backend: Backend,
+          cgroup: RunCgroup | None) -> tuple[dict[str, Any], dict[str, str]]:
     """The rlimits the worker applies to itself, and the isolation record."""
     isolation = describe(limits, caps, cgroup)
     memory = limits.memory_mb << 20
@@ -224,9 +224,9 @@ def _child_env(backend: Backend, gpu: int | None, scratch: Path, env: dict[str, 
 # ------------------------------------------------------------------------------------------- verdict
 
 def _verdict(reason: str | None, messages: dict[str, dict[str, Any]], returncode: int,
-             limits: WorkerLimits, cgroup: RunCgroup | None, cpu_s: int,
+             limits: WorkerLimits, oom_killed: bool, cpu_s: int,
              ) -> tuple[Status, dict[str, Any] | None, str, int | None, str | None]:
-    status_msg = messages.get("status")  # from the namespace's init: the worker's true status
+    status_msg = messages.get("status")  # from the supervisor: the worker's true status
     if status_msg:
         exit_code, signum = status_msg.get("exit_code"), status_msg.get("signal")
     else:
@@ -257,11 +257,9 @@ def _verdict(reason: str | None, messages: dict[str, dict[str, Any]], returncode
                 exit_code, sig)
     if "infra" in messages:
         return "infra", None, str(messages["infra"].get("message")), exit_code, sig
-    if cgroup and cgroup.oom_killed():
+    if oom_killed:
         return ("oom", None, f"the worker was killed by the kernel for exceeding its {limits.memory_mb} MiB "
                 "memory limit; use less host memory", exit_code, sig)
-    if signum in (signal.SIGXCPU, signal.SIGKILL) and messages.get("started") and False:
-        pass
     if signum == signal.SIGXCPU:
         return ("timeout", None, f"the evaluation used more than its {cpu_s} s of CPU time and was killed; "
                 "make it faster or look for a busy loop", exit_code, sig)
@@ -269,8 +267,7 @@ def _verdict(reason: str | None, messages: dict[str, dict[str, Any]], returncode
         return ("infra", None, f"the worker could not be started (exit code {exit_code}, signal {sig}); "
                 "see stderr_tail", exit_code, sig)
     if signum:
-        hint = SIGNAL_HINTS.get(signal.Signals(signum), "a fatal signal") if sig and sig.startswith("SIG") \
-            else "a fatal signal"
+        hint = SIGNAL_HINTS.get(signum, "a fatal signal")
         return ("crash", None, f"the worker crashed with {sig}: {hint}; check the candidate's memory accesses "
                 "(stderr_tail may hold a Python traceback)", exit_code, sig)
     return ("exit", None, f"the worker process ended (exit code {exit_code}) without sending its result: "
@@ -303,7 +300,7 @@ def run_job(kind: str, payload: dict[str, Any], *, limits: WorkerLimits, backend
     writable = [str(scratch), "/dev"]  # /dev: GPU device files and /dev/shm
     if env and env.get("TRITON_CACHE_DIR"):
         writable.append(env["TRITON_CACHE_DIR"])
-    rlimits, isolation = _plan(limits, caps, backend, cgroup, writable)
+    rlimits, isolation = _plan(limits, caps, backend, cgroup)
     job = {"kind": kind, "target": target, "payload": payload, "rlimits": rlimits,
            "landlock": {"writable": writable} if caps.landlock_abi >= 1 else None}
     try:
@@ -377,13 +374,15 @@ def run_job(kind: str, payload: dict[str, Any], *, limits: WorkerLimits, backend
             t.join(REAP_GRACE_S)
         proc.stdout.close()
         os.close(res_r)
+        oom_killed = cgroup.oom_killed() if cgroup else False
+        if cgroup:
+            cgroup.remove()
     while not msgs.queue.empty():
         dispatch(msgs.queue.get_nowait())
 
     cpu_s = limits.cpu_s or math.ceil(2 * limits.timeout_s)
-    status, result, message, exit_code, sig = _verdict(reason, messages, proc.returncode, limits, cgroup, cpu_s)
-    if cgroup:
-        cgroup.remove()
+    status, result, message, exit_code, sig = _verdict(reason, messages, proc.returncode, limits, oom_killed,
+                                                       cpu_s)
     if "started" in messages:
         isolation.update({k: str(v) for k, v in messages["started"].get("isolation", {}).items()})
     return WorkerOutcome(status=status, result=result, message=message, exit_code=exit_code, signal=sig,

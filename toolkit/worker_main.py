@@ -11,13 +11,15 @@ pipe, as JSON lines; stdout and stderr are the candidate's and are only kept as 
                        {"type": "oom", "message"}             MemoryError (or a framework's OOM error)
                        {"type": "exit_attempt", "code"}       the job raised SystemExit
                        {"type": "infra", "message"}           the worker itself failed
-    init    -> {"type": "status", "exit_code", "signal"}   only as pid 1 of a pid namespace (see _init)
+    supervisor -> {"type": "status", "exit_code", "signal"}   the worker's true exit status (see _supervise)
 
 After its last message the worker leaves with os._exit, so no atexit handler of the candidate runs.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import importlib
 import json
 import os
@@ -26,6 +28,7 @@ import resource
 import signal
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -78,13 +81,46 @@ def _read_all(fd: int) -> bytes:
     return b"".join(chunks)
 
 
-def _init(channel: Channel) -> None:
-    """Pid 1 of a pid namespace: fork the real worker and reap everything until it ends.
+def _children(pid: int) -> list[int]:
+    kids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            if int(stat[stat.rindex(b")") + 2:].split()[1]) == pid:  # field 4, after "(comm) state"
+                kids.append(int(entry))
+    return kids
 
-    Pid 1 ignores signals it sends itself without a handler (abort() would turn into SIGSEGV), and its
-    death kills the whole namespace: so the worker runs as its child, and init reports the worker's
-    true exit status over the channel, then exits, which kills any leftover process.
+
+def _kill_descendants() -> None:
+    """SIGKILL every descendant: as a subreaper (or pid 1) we inherit orphans, so kill our children,
+    reap, and repeat until none is left."""
+    for _ in range(100):
+        kids = _children(os.getpid())
+        if not kids:
+            return
+        for kid in kids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(kid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        time.sleep(0.005)
+
+
+def _supervise(channel: Channel) -> None:
+    """Fork the real worker; this process stays as its supervisor and returns only in the worker.
+
+    As pid 1 of a pid namespace the worker could not die of a signal it sends itself (abort() would turn
+    into SIGSEGV), so it must not be pid 1. Elsewhere the supervisor is a child subreaper, so orphans the
+    candidate leaves behind (even after setsid) come to it. When the worker ends, the supervisor kills
+    every descendant, reports the worker's true exit status over the channel, and exits.
     """
+    if os.getpid() != 1:
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
     pid = os.fork()
     if pid == 0:
         return
@@ -96,6 +132,7 @@ def _init(channel: Channel) -> None:
             os._exit(EXIT_INFRA)
         if done == pid:
             break
+    _kill_descendants()
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         channel.send({"type": "status", "exit_code": None, "signal": sig})
@@ -174,8 +211,7 @@ def main() -> None:
     channel = Channel(result_fd)
     try:
         job = json.loads(_read_all(job_fd))
-        if os.getpid() == 1:
-            _init(channel)
+        _supervise(channel)
         _run(channel, job)
     except BaseException:  # top level: whatever broke, the parent gets it as an infra failure
         try:

@@ -14,6 +14,7 @@ The helpers here (diagnostic and resource parsing, the cached build) are shared 
 from __future__ import annotations
 
 import functools
+import glob
 import hashlib
 import os
 import re
@@ -161,6 +162,38 @@ def demangle(names: list[str]) -> dict[str, str]:
     return {n: table.get(n, n) or n for n in names}
 
 
+# --- includes ------------------------------------------------------------------------------------
+
+# Headers a candidate may include besides its own files: the system's and the toolkits'.
+SYSTEM_HEADER_ROOTS = ("/usr/include", "/usr/lib/gcc", "/usr/lib/llvm*", "/usr/local/include", "/usr/local/cuda*",
+                       "/opt/rocm*", "/opt/nvidia/hpc_sdk")
+
+
+def outside_includes(compiler: str, flags: Sequence[str], candidate: str, source_dir: Path,
+                     extra_roots: Sequence[Path], timeout_s: float) -> tuple[list[str], str, int]:
+    """Files the candidate #includes from outside source_dir and the header roots, by a preprocessor pass
+    (`-M`). Builds run outside the sandbox, so without this `#include "../../solution.cu"` or a hidden
+    config would compile in (or show up in error messages). Returns (outside files, log, exit status)."""
+    proc = subprocess.run([compiler, *flags, "-M", candidate], cwd=source_dir, capture_output=True, text=True,
+                          timeout=timeout_s, check=False)
+    deps = proc.stdout.replace("\\\n", " ").split()
+    roots = [source_dir, *extra_roots, *(Path(p) for p in _env_roots())]
+    globbed = [Path(p) for pattern in SYSTEM_HEADER_ROOTS for p in glob.glob(pattern)]
+    roots = [r.resolve() for r in roots + globbed]
+    outside = []
+    for dep in deps[1:]:  # deps[0] is "kernel.o :"
+        if dep.endswith(":"):
+            continue
+        path = (source_dir / dep).resolve()
+        if not any(path.is_relative_to(root) for root in roots):
+            outside.append(dep)
+    return outside, (proc.stderr + proc.stdout if proc.returncode else proc.stderr), proc.returncode
+
+
+def _env_roots() -> list[str]:
+    return [v for k in ("CUDA_HOME", "CUDA_PATH", "ROCM_PATH", "HIP_PATH") if (v := os.environ.get(k))]
+
+
 # --- the cached build ------------------------------------------------------------------------------
 
 
@@ -173,7 +206,7 @@ def failed(language: str, target: BuildTarget, candidate: str, message: str, *, 
 def build_shared_library(
     *, language: str, source_dir: Path, candidate: str, target: BuildTarget, out_dir: Path,
     compiler: str, flags: Sequence[str], parse_resources: ResourceParser, key_extra: str = "",
-    timeout_s: float = DEFAULT_TIMEOUT_S,
+    extra_roots: Sequence[Path] = (), timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> BuildResult:
     """Run `compiler *flags -o <lib> candidate` in source_dir, or return the cached result of that build.
 
@@ -198,6 +231,17 @@ def build_shared_library(
         if earlier.artifact is None or Path(earlier.artifact).is_file():
             return earlier.model_copy(update={"cached": True, "seconds": time.perf_counter() - start})
 
+    outside, dep_log, dep_status = outside_includes(compiler, flags, candidate, source_dir, extra_roots, timeout_s)
+    if outside:  # not cached: the files outside may change
+        return failed(language, target, candidate, f"{candidate} includes files from outside its source directory: "
+                      f"{', '.join(outside[:5])}; a candidate may include only its own files and system/toolkit "
+                      "headers", seconds=time.perf_counter() - start)
+    if dep_status != 0:  # the preprocessor failed (a missing header): its words are the diagnostics
+        diagnostics = parse_diagnostics(dep_log, source_dir, candidate) or [
+            Diagnostic(file=candidate, message=f"the preprocessor failed: {dep_log.strip()[-2000:]}")]
+        return BuildResult(ok=False, language=language, target=target, diagnostics=diagnostics,
+                           log=trim_log(dep_log), seconds=time.perf_counter() - start,
+                           command=[compiler, *flags, "-M", candidate])
     entry.mkdir(parents=True, exist_ok=True)
     tmp_lib = entry / f".lib{src.stem}.{os.getpid()}.so"
     command = [compiler, *flags, "-o", str(lib), candidate]

@@ -14,7 +14,15 @@ import re
 from pathlib import Path
 
 from . import BuildResult, BuildTarget, KernelResources
-from .cuda import DEFAULT_TIMEOUT_S, CudaToolchain, build_shared_library, demangle, failed, find_compiler, parse_ptxas
+from .cuda import (
+    DEFAULT_TIMEOUT_S,
+    CudaToolchain,
+    build_shared_library,
+    demangle,
+    failed,
+    find_compiler,
+    parse_ptxas,
+)
 
 INCLUDE_DIR = Path(__file__).resolve().parent.parent / "include"
 """Holds hip/hip_runtime.h (HIP on CUDA); first on nvcc's include path for .hip sources."""
@@ -95,4 +103,4 @@ class HipToolchain:
         # does not know the .hip suffix.
         flags = ["-I", str(INCLUDE_DIR), "-D__HIP_PLATFORM_NVIDIA__", *CudaToolchain.flags(target.arch), "-x", "cu"]
         return build_shared_library(compiler=nvcc, flags=flags, parse_resources=parse_ptxas,
-                                    key_extra=_headers_digest(), **common)
+                                    key_extra=_headers_digest(), extra_roots=[INCLUDE_DIR], **common)

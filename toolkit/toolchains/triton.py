@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import inspect
 import os
 import subprocess
 import sys
@@ -36,7 +37,8 @@ from typing import Any
 from . import BuildResult, BuildTarget, Diagnostic, KernelResources
 from .cuda import parse_ptxas, trim_log
 
-Progress = Callable[[str], None]
+Progress = Callable[[dict[str, Any]], None]
+"""The worker's progress channel: small dicts with a "stage" key (see toolkit/jobs.py)."""
 
 
 class TritonToolchain:
@@ -108,7 +110,7 @@ class LaunchRecord:
     options: dict[str, Any] = field(default_factory=dict)
 
     def describe(self) -> str:
-        parts = [f"{k}={v!r}" if t == "constexpr" else t for k, t in self.signature.items()]
+        parts = [f"{k}={self.constexprs.get(k)!r}" if t == "constexpr" else t for k, t in self.signature.items()]
         parts += [f"{k}={v!r}" for k, v in self.options.items()]
         return f"{self.name}({', '.join(parts)})"
 
@@ -116,12 +118,20 @@ class LaunchRecord:
 _SM90 = None  # the GPUTarget used for specialization at record time; built lazily (imports triton)
 
 
+_binders: dict[tuple[int, str], tuple[Any, Callable[..., Any]]] = {}
+
+
 def _binder_for(jit_fn: Any, gpu_target: Any) -> tuple[Any, Callable[..., Any]]:
+    """Triton's argument binder for this kernel and target, built once (it exec()s generated code)."""
     from triton.compiler import make_backend
     from triton.runtime.jit import create_function_from_signature
 
-    backend = make_backend(gpu_target)
-    return backend, create_function_from_signature(jit_fn.signature, jit_fn.params, backend)
+    key = (id(jit_fn), repr(gpu_target))
+    if key not in _binders:
+        backend = make_backend(gpu_target)
+        _binders[key] = backend, create_function_from_signature(jit_fn.signature, jit_fn.params, backend)
+        _originals.append(jit_fn)  # keeps the id valid
+    return _binders[key]
 
 
 def _specialize(jit_fn: Any, gpu_target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
@@ -148,15 +158,52 @@ def _record(kernel: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Launc
                         constexprs=const_by_name, options=options)
 
 
-def record_launches(call: Callable[[], object], *, launch: bool = True) -> list[LaunchRecord]:
+def install_interpreter_fix() -> None:
+    """Make Triton 3.x's interpreter undo its patches of triton.language after a @jit helper call.
+
+    `InterpretedFunction.__call__` (a device-function call) patches triton.language for the interpreter
+    and never restores it, so after any interpreted kernel that calls a helper, triton.compile in the
+    same process fails with "'ir.value' object has no attribute 'dtype'". Idempotent; call it before
+    running interpreted kernels in a process that will also compile (record_launches does).
+    """
+    from triton.runtime import interpreter
+
+    cls = interpreter.InterpretedFunction
+    if getattr(cls.__call__, "_crucible_restores", False):
+        return
+
+    def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+        scope = interpreter._patch_lang(self.fn)
+        try:
+            return self.rewrite()(*args, **kwargs)
+        except Exception as e:  # noqa: BLE001 - re-raised as Triton's own wrapper does
+            raise interpreter.InterpreterError(repr(e)) from e
+        finally:
+            scope.restore()
+
+    __call__._crucible_restores = True  # type: ignore[attr-defined]
+    cls.__call__ = __call__  # type: ignore[method-assign]
+
+
+def _interpreter_patches_left() -> bool:
+    import triton.language as tl
+
+    code = getattr(tl.tensor.__mul__, "__code__", None)
+    return code is not None and code.co_filename.endswith("interpreter.py")
+
+
+def record_launches(call: Callable[[], object], *, launch: bool = True,
+                    into: list[LaunchRecord] | None = None) -> list[LaunchRecord]:
     """Run `call()` and return every distinct `@triton.jit` launch it made, in first-launch order.
 
     launch=False records without running the kernels (JITFunction only: a trace on a machine with no
-    GPU and no interpreter; the call's outputs are then garbage). Exceptions of `call` propagate.
+    GPU and no interpreter; the call's outputs are then garbage). Exceptions of `call` propagate;
+    pass `into` to keep what was recorded before one (records are appended to it as they happen).
     """
     from triton.runtime.interpreter import InterpretedFunction
     from triton.runtime.jit import JITFunction
 
+    install_interpreter_fix()
     seen: dict[tuple[int, str], LaunchRecord] = {}
     originals = {cls: cls.run for cls in (JITFunction, InterpretedFunction)}
 
@@ -171,6 +218,8 @@ def record_launches(call: Callable[[], object], *, launch: bool = True) -> list[
                     seen[key].launches += 1
                 else:
                     seen[key] = record
+                    if into is not None:
+                        into.append(record)
                 if not launch and cls is JITFunction:
                     return None
             return original(self, *args, grid=grid, warmup=warmup, **kwargs)
@@ -190,14 +239,16 @@ def record_launches(call: Callable[[], object], *, launch: bool = True) -> list[
 # --- interpreted kernels -> compilable twins ----------------------------------------------------------
 
 _twins: dict[int, Any] = {}
-_twin_scopes: dict[int, dict[str, Any]] = {}
+"""id(InterpretedFunction or globals dict or module) -> its compilable twin."""
+_originals: list[Any] = []
+"""Keeps every twinned original alive, so an id in _twins is never reused by another object."""
 
 
 def _as_jit_function(kernel: Any) -> Any:
     """A JITFunction for `kernel`. Under TRITON_INTERPRET=1 kernels are InterpretedFunctions, which
     triton.compile cannot take; their twin is a JITFunction over the same Python function whose globals
-    show twins of the interpreted helpers too (so calls to them compile, and their source enters the
-    cache key)."""
+    show twins of the interpreted helpers too, so calls to them compile and their source enters
+    Triton's cache key (the twin's key equals the one the JIT computes on a GPU)."""
     from triton.runtime.interpreter import InterpretedFunction
     from triton.runtime.jit import JITFunction
 
@@ -208,35 +259,43 @@ def _as_jit_function(kernel: Any) -> Any:
     if id(kernel) in _twins:
         return _twins[id(kernel)]
     twin = JITFunction(kernel.fn, **kernel.kwargs)
-    _twins[id(kernel)] = twin
-    _twin_scopes.setdefault(id(twin), {})["keep"] = kernel  # ids stay unique while both live
-    twin.__globals__ = _twin_scope(kernel.fn.__globals__)
-    nonlocals = types.MappingProxyType(
-        {k: _twin_value(v) for k, v in __import__("inspect").getclosurevars(kernel.fn).nonlocals.items()})
-    twin.get_capture_scope = lambda: twin.__globals__ | dict(nonlocals)  # type: ignore[method-assign]
+    _twins[id(kernel)] = twin  # before translating globals: a kernel may reach itself through them
+    _originals.append(kernel)
+    twin.__globals__ = _twin_of(kernel.fn.__globals__)
+    nonlocals = {k: _twin_of(v) for k, v in inspect.getclosurevars(kernel.fn).nonlocals.items()}
+    twin.get_capture_scope = lambda: twin.__globals__ | nonlocals  # type: ignore[method-assign]
     return twin
 
 
-def _twin_scope(scope: dict[str, Any]) -> dict[str, Any]:
-    if id(scope) in _twin_scopes and "scope" in _twin_scopes[id(scope)]:
-        return _twin_scopes[id(scope)]["scope"]
-    translated: dict[str, Any] = {}
-    _twin_scopes.setdefault(id(scope), {}).update(scope=translated, keep=scope)
-    translated.update({k: _twin_value(v) for k, v in scope.items()})
-    return translated
-
-
-def _twin_value(value: Any) -> Any:
+def _twin_of(value: Any) -> Any:
+    """Interpreted kernels -> JIT twins; dicts and user modules holding them -> translated copies."""
     from triton.runtime.interpreter import InterpretedFunction
 
     if isinstance(value, InterpretedFunction):
         return _as_jit_function(value)
-    if isinstance(value, types.ModuleType) and not value.__name__.partition(".")[0] in ("triton", "torch", "numpy"):
-        if any(isinstance(v, InterpretedFunction) for v in vars(value).values()):
-            twin = types.ModuleType(value.__name__)
-            twin.__dict__.update(_twin_scope(vars(value)))
-            return twin
-    return value
+    # triton.language's own @jit functions (tl.zeros, tl.sum, tl.cdiv, ...) are interpreted too.
+    name = getattr(value, "__name__", "") if isinstance(value, types.ModuleType) else ""
+    translatable = name.startswith("triton.language") or (name and name.partition(".")[0] not in _LIBRARIES)
+    if not isinstance(value, dict) and not translatable:
+        return value
+    if id(value) in _twins:
+        return _twins[id(value)]
+    scope = value if isinstance(value, dict) else vars(value)
+    if isinstance(value, types.ModuleType) and not any(
+            isinstance(v, InterpretedFunction) for v in scope.values()):
+        return value
+    translated: dict[str, Any] = {}
+    twin: Any = translated if isinstance(value, dict) else types.ModuleType(value.__name__)
+    _twins[id(value)] = twin
+    _originals.append(value)
+    for k, v in list(scope.items()):
+        translated[k] = _twin_of(v) if isinstance(v, InterpretedFunction | types.ModuleType) else v
+    if isinstance(twin, types.ModuleType):
+        twin.__dict__.update(translated)
+    return twin
+
+
+_LIBRARIES = ("triton", "torch", "numpy", "builtins", "math", "os", "sys")
 
 
 # --- compiling records --------------------------------------------------------------------------------
@@ -253,7 +312,6 @@ def _gpu_target(target: BuildTarget) -> Any:
 def _ptxas_resources(ptx: str, name: str, enable_fp_fusion: bool) -> KernelResources:
     """Run Triton's own ptxas with -v on the kernel's PTX (the compiled object itself says nothing
     about registers until a GPU loads it)."""
-    from triton import knobs
     from triton.backends.nvidia.compiler import get_ptxas
 
     arch = next((line.split()[1] for line in ptx.splitlines() if line.startswith(".target")), "sm_90a")
@@ -262,7 +320,6 @@ def _ptxas_resources(ptx: str, name: str, enable_fp_fusion: bool) -> KernelResou
         src = Path(tmp) / "kernel.ptx"
         src.write_text(ptx)
         fmad = [] if enable_fp_fusion else ["--fmad=false"]
-        del knobs  # only imported to make sure Triton's tool paths are configured
         proc = subprocess.run([ptxas, "-lineinfo", *fmad, "-v", f"--gpu-name={arch}", str(src), "-o",
                                str(Path(tmp) / "kernel.o")], capture_output=True, text=True, timeout=300,
                               check=False)
@@ -318,18 +375,24 @@ def _rel(file: str, source_dir: Path | None) -> str:
         return file
 
 
-def compile_records(records: list[LaunchRecord], target: BuildTarget, *, source_dir: Path | None = None,
+def compile_records(records: list[LaunchRecord], target: BuildTarget | str, *, source_dir: Path | None = None,
                     progress: Progress | None = None) -> tuple[list[KernelResources], list[Diagnostic]]:
     """Compile each recorded launch for `target` (no GPU needed) -> resources per kernel, diagnostics.
 
-    source_dir, when given, makes diagnostic paths relative to it. Kernel names are the launch's
+    target: a BuildTarget or just its arch ("sm_90", "gfx942"). source_dir, when given, makes
+    diagnostic paths relative to it (else they are absolute). Kernel names are the launch's
     description: `add_kernel(*fp32, *fp32, *fp32, i32, BLOCK=1024)`.
     """
+    if isinstance(target, str):
+        target = BuildTarget(backend="rocm" if target.startswith("gfx") else "cuda", arch=target)
     import triton
     from triton import knobs
     from triton.compiler import ASTSource
     from triton.compiler.errors import CompilationError
 
+    if _interpreter_patches_left():
+        raise RuntimeError("triton.language is still patched by Triton's interpreter, so nothing compiles in "
+                           "this process: call install_interpreter_fix() before running interpreted kernels")
     gpu_target = _gpu_target(target)
     kernels: list[KernelResources] = []
     diagnostics: list[Diagnostic] = []
@@ -337,7 +400,7 @@ def compile_records(records: list[LaunchRecord], target: BuildTarget, *, source_
         knobs.runtime.interpret = False  # some constexpr handling differs under the interpreter
         for record in records:
             if progress:
-                progress(f"compiling {record.describe()} for {target.arch}")
+                progress({"stage": "compile", "kernel": record.describe(), "arch": target.arch})
             jit_fn = _as_jit_function(record.kernel)
             try:
                 options, signature, constexprs, attrs = _specialize(jit_fn, gpu_target, record.args, record.kwargs)
@@ -370,14 +433,22 @@ def _jit_location(jit_fn: Any, source_dir: Path | None) -> tuple[str, int | None
 # --- the worker job --------------------------------------------------------------------------------
 
 
-def _diagnostic_from_exception(exc: BaseException, source_dir: Path) -> Diagnostic:
-    """The innermost traceback frame inside source_dir gives file:line (candidate code that raised)."""
-    file, line = "<unknown>", None
-    for frame in traceback.extract_tb(exc.__traceback__):
-        rel = _rel(frame.filename, source_dir)
-        if not Path(rel).is_absolute() and not rel.startswith("<"):
-            file, line = rel, frame.lineno
-    return Diagnostic(file=file, line=line, message=f"{type(exc).__name__}: {trim_log(str(exc), 4000)}")
+def _diagnostic_from_exception(exc: BaseException, source_dir: Path, candidate: str) -> Diagnostic:
+    """The innermost frame inside source_dir, across the exception's chain (the interpreter wraps the
+    kernel's own error twice), gives file:line; the innermost exception gives the message."""
+    file, line = candidate, None
+    innermost: BaseException = exc
+    cur: BaseException | None = exc
+    seen: set[int] = set()
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        innermost = cur
+        for frame in traceback.extract_tb(cur.__traceback__):
+            rel = _rel(frame.filename, source_dir)
+            if not Path(rel).is_absolute() and not rel.startswith("<"):
+                file, line = rel, frame.lineno
+        cur = cur.__cause__ or cur.__context__
+    return Diagnostic(file=file, line=line, message=f"{type(innermost).__name__}: {trim_log(str(innermost), 4000)}")
 
 
 def import_candidate(path: Path) -> types.ModuleType:
@@ -437,7 +508,7 @@ def trace_build(payload: dict[str, Any], progress: Progress | None = None) -> di
                            ).model_dump(mode="json")
 
     if progress:
-        progress(f"importing {candidate}")
+        progress({"stage": "import", "file": candidate})
     # Candidate code runs from here on; any exception is the candidate's and becomes a diagnostic.
     try:
         module = import_candidate(source_dir / candidate)
@@ -446,11 +517,22 @@ def trace_build(payload: dict[str, Any], progress: Progress | None = None) -> di
             return result(False, [], [Diagnostic(file=candidate, message=f"{candidate} defines no function "
                                                  f"`{payload['entry']}`; the task calls that entry point")])
         args = _load_callable(str(payload["inputs"]))(**payload.get("inputs_kwargs", {}))
-        if progress:
-            progress(f"tracing {payload['entry']}")
-        records = record_launches(lambda: entry(*args), launch=bool(payload.get("launch", True)))
     except Exception as e:  # noqa: BLE001 - candidate code may raise anything; the agent reads it
-        return result(False, [], [_diagnostic_from_exception(e, source_dir)], traceback.format_exc())
+        return result(False, [], [_diagnostic_from_exception(e, source_dir, candidate)], traceback.format_exc())
+    if progress:
+        progress({"stage": "trace", "entry": str(payload["entry"])})
+    records: list[LaunchRecord] = []
+    try:
+        record_launches(lambda: entry(*args), launch=bool(payload.get("launch", True)), into=records)
+    except Exception as e:  # noqa: BLE001 - as above
+        # Under the interpreter a kernel that would not compile fails while running; compiling what was
+        # launched so far gives Triton's own compile error, the one a GPU run would show.
+        kernels, diagnostics = compile_records(records, target, source_dir=source_dir, progress=progress)
+        failure = _diagnostic_from_exception(e, source_dir, candidate)
+        if any(d.severity == "error" for d in diagnostics):
+            failure = failure.model_copy(update={"severity": "note",
+                                                 "message": f"while tracing: {failure.message}"})
+        return result(False, kernels, [*diagnostics, failure], traceback.format_exc())
     if not records:
         return result(False, [], [Diagnostic(file=candidate, message=f"`{payload['entry']}` launched no "
                                              "@triton.jit kernel; a Triton candidate must launch one")])

@@ -139,27 +139,18 @@ typedef cudaFuncAttributes hipFuncAttributes;
 #define __HIP__DEVICE__ __device__
 
 #ifdef __CUDACC__
-// HIP's mask-less warp intrinsics act on the whole (32-lane) warp here. Their masks are 64-bit on
-// AMD; on NVIDIA a ballot has 32 meaningful bits, widened to HIP's unsigned long long.
+// HIP's mask-less warp intrinsics act on the whole (32-lane) warp here. CUDA still declares deprecated
+// mask-less versions that are invalid from sm_70 on, so these are macros onto the *_sync forms (defined
+// after CUDA's headers, which therefore keep their own declarations). A ballot is 64-bit in HIP; on
+// NVIDIA only its low 32 bits can be set.
 #define CRUCIBLE_FULL_MASK 0xffffffffu
-template <typename T> __device__ __forceinline__ T __shfl(T var, int src, int width = warpSize) {
-  return __shfl_sync(CRUCIBLE_FULL_MASK, var, src, width);
-}
-template <typename T> __device__ __forceinline__ T __shfl_up(T var, unsigned int delta, int width = warpSize) {
-  return __shfl_up_sync(CRUCIBLE_FULL_MASK, var, delta, width);
-}
-template <typename T> __device__ __forceinline__ T __shfl_down(T var, unsigned int delta, int width = warpSize) {
-  return __shfl_down_sync(CRUCIBLE_FULL_MASK, var, delta, width);
-}
-template <typename T> __device__ __forceinline__ T __shfl_xor(T var, int lane_mask, int width = warpSize) {
-  return __shfl_xor_sync(CRUCIBLE_FULL_MASK, var, lane_mask, width);
-}
-__device__ __forceinline__ unsigned long long __ballot(int predicate) {
-  return (unsigned long long)__ballot_sync(CRUCIBLE_FULL_MASK, predicate);
-}
-__device__ __forceinline__ int __any(int predicate) { return __any_sync(CRUCIBLE_FULL_MASK, predicate); }
-__device__ __forceinline__ int __all(int predicate) { return __all_sync(CRUCIBLE_FULL_MASK, predicate); }
-__device__ __forceinline__ unsigned long long __activemask64() { return (unsigned long long)__activemask(); }
+#define __shfl(...) __shfl_sync(CRUCIBLE_FULL_MASK, __VA_ARGS__)
+#define __shfl_up(...) __shfl_up_sync(CRUCIBLE_FULL_MASK, __VA_ARGS__)
+#define __shfl_down(...) __shfl_down_sync(CRUCIBLE_FULL_MASK, __VA_ARGS__)
+#define __shfl_xor(...) __shfl_xor_sync(CRUCIBLE_FULL_MASK, __VA_ARGS__)
+#define __ballot(predicate) ((unsigned long long)__ballot_sync(CRUCIBLE_FULL_MASK, (predicate)))
+#define __any(predicate) __any_sync(CRUCIBLE_FULL_MASK, (predicate))
+#define __all(predicate) __all_sync(CRUCIBLE_FULL_MASK, (predicate))
 __device__ __forceinline__ unsigned int __lane_id() {
   unsigned int lane;
   asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane));

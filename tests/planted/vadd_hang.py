@@ -1,0 +1,4 @@
+# Never returns.
+def vadd(x, y, out, *, N):
+    while True:
+        pass

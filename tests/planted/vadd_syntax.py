@@ -1,0 +1,2 @@
+def vadd(x, y, out, *, N)
+    out.copy_(2 * x + y)

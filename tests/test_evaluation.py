@@ -1,0 +1,109 @@
+"""The engine end to end on the CPU backend: build, check and time in a fresh worker, with the fixture
+task and the planted candidates of tests/planted."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from crucible.toolkit.evaluation import EvalRequest, evaluate
+from crucible.toolkit.task import load_task
+from crucible.toolkit.workspace import materialize, take_snapshot
+
+FIXTURE = Path(__file__).parent / "fixtures/tasks/triton2triton/vadd"
+PLANTED = Path(__file__).parent / "planted"
+QUICK = EvalRequest(configs=["small", "tail"], timing="quick", backend="cpu", timeout_s=60)
+
+
+def candidate(tmp_path: Path, source: Path):
+    task = load_task(FIXTURE)
+    ws = tmp_path / "ws"
+    materialize(task, ws)
+    shutil.copyfile(source, ws / "kernel.py")
+    return task, take_snapshot(task, ws)
+
+
+def run(tmp_path: Path, source: Path, request: EvalRequest = QUICK):
+    task, snap = candidate(tmp_path, source)
+    return evaluate(task, snap, request)
+
+
+def test_the_baseline_is_correct_and_timed_against_itself(tmp_path: Path) -> None:
+    result = run(tmp_path, FIXTURE / "baseline.py")
+    assert result.status == "ok", result.message
+    assert result.correct is True
+    assert [c.config for c in result.configs] == ["small", "tail"]
+    small = result.configs[0]
+    assert small.status == "pass" and len(small.seeds) == 2
+    assert small.candidate is not None and small.baseline is not None
+    assert small.candidate.method == "cpu_wall" and not small.candidate.comparable
+    assert result.speedup_against == "baseline" and not result.timing_comparable
+    assert result.device is not None and result.device.backend == "cpu"
+    assert result.isolation  # the worker says what isolation it applied
+
+
+def test_a_wrong_kernel_is_incorrect_and_the_mismatch_is_located(tmp_path: Path) -> None:
+    result = run(tmp_path, PLANTED / "vadd_wrong.py")
+    assert result.status == "incorrect" and result.correct is False
+    small = result.configs[0]
+    assert small.status == "fail"
+    out = small.seeds[0].outputs[0]
+    assert out.first_mismatch is not None and out.first_mismatch.index == [255]
+    assert out.unwritten > 0
+    assert "never written" in small.message and "[255]" in result.message
+
+
+@pytest.mark.parametrize(("planted", "status", "words"), [
+    ("vadd_crash.py", "crash", "SIGSEGV"),
+    ("vadd_exit.py", "exit", "exit"),
+    ("vadd_os_exit.py", "exit", "exit"),
+    ("vadd_oom.py", "oom", "memory"),
+])
+def test_a_dying_candidate_gets_a_clear_verdict_and_the_next_evaluation_works(
+        tmp_path: Path, planted: str, status: str, words: str) -> None:
+    bad = run(tmp_path / "bad", PLANTED / planted)
+    assert bad.status == status, bad.message
+    assert words in bad.message.lower() or words in bad.message
+    good = run(tmp_path / "good", FIXTURE / "solution.py")
+    assert good.status == "ok", good.message
+
+
+def test_a_hanging_candidate_times_out_and_the_next_evaluation_works(tmp_path: Path) -> None:
+    bad = run(tmp_path / "bad", PLANTED / "vadd_hang.py", QUICK.model_copy(update={"timeout_s": 8}))
+    assert bad.status == "timeout", bad.message
+    assert run(tmp_path / "good", FIXTURE / "solution.py").status == "ok"
+
+
+def test_mutating_an_input_fails_even_with_the_right_answer(tmp_path: Path) -> None:
+    result = run(tmp_path, PLANTED / "vadd_mutates_input.py")
+    assert result.status == "incorrect"
+    assert "modified input 'y'" in result.message
+
+
+def test_returning_a_tensor_instead_of_writing_the_output_is_an_error_that_says_so(tmp_path: Path) -> None:
+    result = run(tmp_path, PLANTED / "vadd_returns.py")
+    assert result.status == "error"
+    assert "write the results into the output tensors" in result.message
+
+
+def test_a_syntax_error_is_a_compile_error_with_file_and_line(tmp_path: Path) -> None:
+    result = run(tmp_path, PLANTED / "vadd_syntax.py")
+    assert result.status == "compile_error"
+    diags = result.build["diagnostics"]
+    assert diags[0]["file"] == "kernel.py" and diags[0]["line"] == 1
+
+
+def test_configs_too_large_for_the_interpreter_are_skipped_and_say_so(tmp_path: Path) -> None:
+    result = run(tmp_path, FIXTURE / "solution.py", QUICK.model_copy(update={"configs": ["tail", "big"],
+                                                                             "timing": "none"}))
+    assert result.status == "ok"
+    big = next(c for c in result.configs if c.config == "big")
+    assert big.status == "skipped" and "GPU" in big.message
+
+
+def test_an_unknown_config_name_is_rejected_naming_the_known_ones(tmp_path: Path) -> None:
+    task, snap = candidate(tmp_path, FIXTURE / "solution.py")
+    with pytest.raises(KeyError, match="visible configs: small, half"):
+        evaluate(task, snap, QUICK.model_copy(update={"configs": ["nope"]}))
