@@ -1,0 +1,89 @@
+"""The engine on a real GPU: every task's baseline and expert solution on every config, planted wrong,
+crashing and hanging kernels, and the timing method. Run on the H200 with scripts/gpu-check.sh."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from crucible.toolkit.evaluation import EvalRequest, evaluate
+from crucible.toolkit.task import Task, discover_tasks, find_task
+from crucible.toolkit.workspace import materialize, take_snapshot
+
+pytestmark = pytest.mark.gpu
+PLANTED = Path(__file__).parent / "planted"
+SUITE, _ = discover_tasks()
+
+
+def snapshot_of(task: Task, source: Path, tmp_path: Path):
+    ws = tmp_path / "ws"
+    materialize(task, ws)
+    shutil.copyfile(source, ws / task.spec.candidate)
+    return take_snapshot(task, ws)
+
+
+def on_gpu(task: Task, source: Path, tmp_path: Path, **request) -> object:
+    req = EvalRequest(backend="cuda", **({"configs": "all", "timing": "quick"} | request))
+    return evaluate(task, snapshot_of(task, source, tmp_path), req)
+
+
+@pytest.mark.parametrize("task", SUITE, ids=lambda t: t.id)
+def test_the_expert_solution_is_correct_on_every_config_and_beats_the_baseline(task: Task, tmp_path: Path) -> None:
+    result = on_gpu(task, task.file(task.spec.solution), tmp_path)
+    assert result.status == "ok", result.message
+    assert all(c.status == "pass" for c in result.configs)
+    assert result.timing_comparable and result.speedup is not None and result.speedup > 1.0
+    assert all(c.candidate.method == "cuda_graph" for c in result.configs), "expert solutions are capturable"
+
+
+@pytest.mark.parametrize("task", [t for t in SUITE if t.spec.baseline], ids=lambda t: t.id)
+def test_the_baseline_is_correct_on_every_config(task: Task, tmp_path: Path) -> None:
+    result = on_gpu(task, task.file(task.spec.baseline), tmp_path, timing="none")
+    assert result.status == "ok", result.message
+
+
+def test_a_wrong_triton_kernel_is_incorrect_on_the_gpu(tmp_path: Path) -> None:
+    result = on_gpu(find_task("triton2triton/softmax"), PLANTED / "softmax_wrong.py", tmp_path, configs="visible")
+    assert result.status == "incorrect" and result.configs[0].seeds[0].outputs[0].first_mismatch is not None
+
+
+def test_a_wrong_cuda_kernel_is_incorrect_with_the_mismatch_located(tmp_path: Path) -> None:
+    result = on_gpu(find_task("cuda2cuda/rmsnorm"), PLANTED / "rmsnorm_wrong.cu", tmp_path, configs="visible")
+    assert result.status == "incorrect"
+    assert "first at [" in result.message
+
+
+def test_an_illegal_memory_access_ends_in_a_clear_verdict_and_the_next_evaluation_works(tmp_path: Path) -> None:
+    task = find_task("cuda2cuda/rmsnorm")
+    bad = on_gpu(task, PLANTED / "rmsnorm_oob.cu", tmp_path / "bad", configs=["small"])
+    assert bad.status in ("error", "crash"), bad.message
+    assert "illegal memory access" in (bad.message + bad.stderr_tail).lower()
+    good = on_gpu(task, task.file(task.spec.solution), tmp_path / "good", configs=["small"])
+    assert good.status == "ok", good.message
+
+
+def test_a_kernel_that_never_finishes_times_out_and_the_next_evaluation_works(tmp_path: Path) -> None:
+    task = find_task("cuda2cuda/rmsnorm")
+    bad = on_gpu(task, PLANTED / "rmsnorm_hang.cu", tmp_path / "bad", configs=["small"], timeout_s=20)
+    assert bad.status == "timeout", bad.message
+    good = on_gpu(task, task.file(task.spec.solution), tmp_path / "good", configs=["small"])
+    assert good.status == "ok", good.message
+
+
+def test_torch_tasks_report_both_the_eager_and_the_compiled_baseline(tmp_path: Path) -> None:
+    task = find_task("torch2triton/silu_and_mul")
+    result = on_gpu(task, task.file(task.spec.solution), tmp_path, configs="visible", compiled_baseline=True)
+    assert result.status == "ok", result.message
+    assert result.speedup_against == "eager" and result.speedup_vs_compiled is not None
+    assert all(c.compiled is not None and c.baseline is not None for c in result.configs)
+
+
+def test_careful_timing_meets_its_stopping_rule_on_a_large_config(tmp_path: Path) -> None:
+    task = find_task("triton2triton/softmax")
+    big = max(task.spec.configs, key=lambda c: c.values["M"] * c.values["N"])
+    result = on_gpu(task, task.file(task.spec.solution), tmp_path, configs=[big.name], timing="careful")
+    stats = result.configs[0].candidate
+    assert stats.rse <= 0.001 or stats.reps >= 2000, stats
+    assert stats.iqr_us / stats.median_us < 0.05
