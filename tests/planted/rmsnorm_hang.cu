@@ -2,10 +2,10 @@
 #include <cuda_bf16.h>
 #include <cstdint>
 
-__global__ void spin(volatile int* flag) { while (*flag == 0) { } }
+__global__ void spin(volatile int* flag) { while (*flag != 0x12345678) { } }
 
 extern "C" int entry(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y, int64_t M, int64_t N,
                      double eps, cudaStream_t stream) {
-    spin<<<1, 1, 0, stream>>>((volatile int*)y);  // bf16 NaN poison: the flag never reads 0
+    spin<<<1, 1, 0, stream>>>((volatile int*)y);  // the NaN poison never reads as 0x12345678
     return (int)cudaGetLastError();
 }
