@@ -61,7 +61,8 @@ def ncu() -> dict:
     out = {}
     for k, label in enumerate(SIZES):
         chunk = rows[k * per:(k + 1) * per][5:]  # drop the first launches (cold)
-        scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}[chunk[0]["Metric Unit"]]
+        scale = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3}[
+            chunk[0]["Metric Unit"]]
         out[label] = statistics.median(float(r["Metric Value"].replace(",", "")) * scale for r in chunk)
     return out
 
