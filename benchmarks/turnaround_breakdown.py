@@ -41,8 +41,11 @@ def main() -> None:
         for timing in ("none", "quick"):
             for rep in range(2):
                 t0 = time.perf_counter()
-                res = evaluate(task, snap, EvalRequest(timing=timing, backend="cuda"))
+                marks: list[float] = []
+                res = evaluate(task, snap, EvalRequest(timing=timing, backend="cuda"),
+                               on_progress=lambda m, marks=marks, t0=t0: marks.append(time.perf_counter() - t0))
                 f[f"evaluate_{timing}_{rep}"] = time.perf_counter() - t0
+                f[f"evaluate_{timing}_{rep}_first_progress"] = marks[0] if marks else -1.0
                 assert res.status == "ok", res.message
         t0 = time.perf_counter()
         res = evaluate(task, snap, EvalRequest(timing="quick", backend="cuda", seeds=1))
