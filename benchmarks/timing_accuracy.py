@@ -38,38 +38,41 @@ def ours() -> dict:
     return out
 
 
-def ncu_child() -> None:
+def ncu_child(label: str) -> None:
     import torch
 
-    for label in SIZES:
-        x = inputs(label)
-        for i in range(20):
-            torch.softmax(x[i % 4], dim=-1)
-        torch.cuda.synchronize()
+    x = inputs(label)
+    torch.cuda.synchronize()
+    for i in range(20):
+        torch.softmax(x[i % 4], dim=-1)
+    torch.cuda.synchronize()
 
 
 def ncu() -> dict:
+    """Per size: the median gpu__time_duration of the softmax kernel (PyTorch names it `softmax_warp_forward`
+    or `cunn_SoftMaxForward`), the first launches dropped. One ncu run per size, so rows cannot mix."""
     exe = shutil.which("ncu")
     if exe is None:
         raise SystemExit("ncu is not on PATH")
-    cmd = [exe, "--csv", "--metrics", "gpu__time_duration.sum", "--clock-control", "none",
-           "--cache-control", "all", "-k", "regex:softmax", sys.executable, __file__, "--ncu-child"]
-    text = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    rows = [r for r in csv.DictReader(io.StringIO(text[text.index('"ID"'):]))
-            if r.get("Metric Name") == "gpu__time_duration.sum"]
-    per = len(rows) // len(SIZES)
     out = {}
-    for k, label in enumerate(SIZES):
-        chunk = rows[k * per:(k + 1) * per][5:]  # drop the first launches (cold)
-        scale = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3}[
-            chunk[0]["Metric Unit"]]
-        out[label] = statistics.median(float(r["Metric Value"].replace(",", "")) * scale for r in chunk)
+    for label in SIZES:
+        cmd = [exe, "--csv", "--metrics", "gpu__time_duration.sum", "--clock-control", "none",
+               "--cache-control", "all", "-k", "regex:[Ss]oft[Mm]ax", sys.executable, __file__, "--ncu-child", label]
+        text = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+        rows = [r for r in csv.DictReader(io.StringIO(text[text.index('"ID"'):]))
+                if r.get("Metric Name") == "gpu__time_duration.sum"]
+        if len(rows) != 20:
+            raise SystemExit(f"{label}: expected 20 softmax launches under ncu, saw {len(rows)}:\n{text[-2000:]}")
+        units = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3}
+        out[label] = {"median_us": statistics.median(float(r["Metric Value"].replace(",", "")) * units[r["Metric Unit"]]
+                                                     for r in rows[5:]),
+                      "kernel": rows[0]["Kernel Name"][:80]}
     return out
 
 
 def main() -> None:
     if "--ncu-child" in sys.argv:
-        ncu_child()
+        ncu_child(sys.argv[-1])
         return
     if "--ours-child" in sys.argv:
         print("RESULT " + json.dumps(ours()))
@@ -79,8 +82,9 @@ def main() -> None:
     mine = json.loads(text.split("RESULT ", 1)[1])
     theirs = ncu()
     figures = {label: {"crucible_us": mine[label]["median_us"], "method": mine[label]["method"],
-                       "ncu_gpu_time_us": theirs[label],
-                       "relative_difference": mine[label]["median_us"] / theirs[label] - 1} for label in SIZES}
+                       "ncu_gpu_time_us": theirs[label]["median_us"], "kernel": theirs[label]["kernel"],
+                       "relative_difference": mine[label]["median_us"] / theirs[label]["median_us"] - 1}
+               for label in SIZES}
     from common import write
 
     write("timing_accuracy", figures, "python3 benchmarks/timing_accuracy.py")
