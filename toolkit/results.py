@@ -60,6 +60,9 @@ class TimingStats(Model):
     method: TimingMethod
     comparable: bool
     """False on the cpu backend: interpreter timings say nothing about GPU speed."""
+    overhead_us: float = 0
+    """Subtracted from every repetition: what an empty region measures (an empty graph's replay, or the
+    device sync of the events fallback)."""
 
 
 class ConfigResult(Model):

@@ -4,11 +4,16 @@ Runs inside the evaluation worker. On CUDA each subject (candidate, baseline, ..
 input set into a CUDA graph and replayed between two events on one stream:
 
     for each repetition, subjects in rotating order:
-        flush L2 (write 2x its size) -> event A -> replay graph[set i] -> event B      time = B - A
+        flush L2 (read 2x its size) -> event A -> replay graph[set i] -> event B
+        time = B - A - (the same for an empty graph)
 
 A graph holds every kernel the call launched, on whatever stream it forked to, and its replay
 completes on the launching stream only when all of them are done, so the events cover every stream;
-replay also keeps host launch jitter and Python out of the figure. A call that cannot be captured
+replay also keeps host launch jitter and Python out of the figure. The replay of an empty graph, timed
+the same way, is subtracted: what is left is the time the GPU spent on the call (within 1% of Nsight
+Compute's gpu__time_duration at 550 us, see benchmarks/RESULTS.md). The flush reads a buffer of twice
+the L2's size, which leaves the L2 clean, as Nsight Compute's cache control does, rather than full of
+dirty lines the timed call would have to write back. A call that cannot be captured
 (it synchronizes, allocates outside the pool, ...) is timed instead as
 `event A -> call -> device-wide synchronize -> event B`, minus the measured cost of an empty such
 region; the method is recorded with the figure.
@@ -124,6 +129,27 @@ def _capture(fn: Subject, n_sets: int) -> list[torch.cuda.CUDAGraph] | None:
     return graphs
 
 
+def _replay_overhead_us(stream: torch.cuda.Stream, flush: Callable[[], object], reps: int = 50) -> float:
+    """What replaying an empty graph between two events measures: subtracted from graph timings."""
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph):
+            pass
+    except RuntimeError:
+        torch.cuda.synchronize()
+        return 0.0
+    pairs = []
+    for _ in range(reps):
+        flush()
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record(stream)
+        graph.replay()
+        b.record(stream)
+        pairs.append((a, b))
+    torch.cuda.synchronize()
+    return statistics.median(a.elapsed_time(b) * 1e3 for a, b in pairs)
+
+
 def _sync_overhead_us(stream: torch.cuda.Stream, reps: int = 50) -> float:
     """What an empty `event -> device sync -> event` region measures: the fallback subtracts it."""
     xs = []
@@ -141,7 +167,11 @@ def _time_cuda(subjects: dict[str, Subject], n_sets: int,
                opts: TimingOptions) -> tuple[dict[str, TimingStats], dict[str, Subject]]:
     stream = torch.cuda.current_stream()
     props = torch.cuda.get_device_properties(stream.device)
-    flush = torch.empty(max(2 * int(props.L2_cache_size), 1 << 20) // 4, dtype=torch.int32, device=stream.device)
+    flush_buf = torch.ones(max(2 * int(props.L2_cache_size), 1 << 20) // 4, dtype=torch.int32, device=stream.device)
+    flush_out = torch.empty((), dtype=torch.int64, device=stream.device)
+
+    def flush() -> None:
+        torch.sum(flush_buf, dim=0, out=flush_out)
 
     for fn in subjects.values():  # warm-up: compile, autotune, load modules, ramp clocks
         t0 = time.perf_counter()
@@ -163,7 +193,8 @@ def _time_cuda(subjects: dict[str, Subject], n_sets: int,
         else:
             timed[name] = fn
             methods[name] = "cuda_events"
-    overhead = _sync_overhead_us(stream) if "cuda_events" in methods.values() else 0.0
+    overhead = {"cuda_graph": _replay_overhead_us(stream, flush) if "cuda_graph" in methods.values() else 0.0,
+                "cuda_events": _sync_overhead_us(stream) if "cuda_events" in methods.values() else 0.0}
 
     samples: dict[str, list[float]] = {name: [] for name in subjects}
     names = list(subjects)
@@ -175,7 +206,7 @@ def _time_cuda(subjects: dict[str, Subject], n_sets: int,
             order = names[rep % len(names):] + names[:rep % len(names)]
             for name in order:
                 if opts.flush_l2:
-                    flush.zero_()
+                    flush()
                 a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 a.record(stream)
                 timed[name](rep % n_sets)
@@ -186,9 +217,7 @@ def _time_cuda(subjects: dict[str, Subject], n_sets: int,
             rep += 1
         torch.cuda.synchronize()
         for name, a, b in pending:
-            us = a.elapsed_time(b) * 1e3
-            if methods[name] == "cuda_events":
-                us = max(us - overhead, 0.0)
-            samples[name].append(us)
-    stats = {name: summarize(s, methods[name], comparable=True) for name, s in samples.items()}
+            samples[name].append(max(a.elapsed_time(b) * 1e3 - overhead[methods[name]], 0.0))
+    stats = {name: summarize(s, methods[name], comparable=True).model_copy(
+        update={"overhead_us": overhead[methods[name]]}) for name, s in samples.items()}
     return stats, timed
