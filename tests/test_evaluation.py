@@ -107,3 +107,21 @@ def test_an_unknown_config_name_is_rejected_naming_the_known_ones(tmp_path: Path
     task, snap = candidate(tmp_path, FIXTURE / "solution.py")
     with pytest.raises(KeyError, match="visible configs: small, half"):
         evaluate(task, snap, QUICK.model_copy(update={"configs": ["nope"]}))
+
+
+def test_pointing_an_output_at_another_tensor_fails(tmp_path: Path) -> None:
+    result = run(tmp_path, PLANTED / "vadd_replaces_output.py")
+    assert result.status == "incorrect"
+    assert "re-pointed or replaced" in result.message
+
+
+def test_a_kernel_right_only_before_the_reference_runs_fails(tmp_path: Path) -> None:
+    """The candidate runs before and after the reference; both runs must be right."""
+    result = run(tmp_path, PLANTED / "vadd_only_first_call.py")
+    assert result.status == "incorrect"
+
+
+def test_an_identity_kernel_fails_on_every_seed(tmp_path: Path) -> None:
+    result = run(tmp_path, PLANTED / "vadd_identity.py")
+    assert result.status == "incorrect"
+    assert all(not s.ok for c in result.configs for s in c.seeds)

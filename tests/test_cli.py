@@ -1,0 +1,127 @@
+"""The `crucible` command as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from crucible.harness.cli import main
+from crucible.toolkit.task import discover_tasks, find_task
+from crucible.toolkit.workspace import materialize
+
+ROOT = Path(__file__).resolve().parent.parent
+PLANTED = Path(__file__).parent / "planted"
+FIXTURES = Path(__file__).parent / "fixtures/tasks"
+
+
+def crucible(*args: str, tasks: Path | None = None) -> subprocess.CompletedProcess:
+    env = None
+    if tasks is not None:
+        import os
+
+        env = {**os.environ, "CRUCIBLE_TASKS": str(tasks)}
+    return subprocess.run([sys.executable, "-m", "crucible.harness.cli", *args], capture_output=True, text=True,
+                          env=env, timeout=300)
+
+
+def test_tasks_json_lists_the_suite_with_its_categories() -> None:
+    proc = crucible("tasks", "--json")
+    assert proc.returncode == 0, proc.stderr
+    listed = json.loads(proc.stdout)
+    ids = {t["id"] for t in listed}
+    assert {"triton2triton/softmax", "cuda2cuda/rmsnorm", "torch2triton/silu_and_mul"} <= ids
+    assert all(t["hidden_configs"] >= 6 for t in listed)
+
+
+def test_tasks_show_gives_the_visible_part_only(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["tasks", "show", "cuda2cuda/rmsnorm", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    task = find_task("cuda2cuda/rmsnorm")
+    assert [c["name"] for c in shown["configs"]] == [c.name for c in task.spec.configs]
+    text = json.dumps(shown)
+    assert "solution" not in shown and not any(c.name in text for c in task.hidden.configs)
+
+
+def test_an_unknown_task_is_a_usage_error_naming_the_known_ones(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["tasks", "show", "nope/nothing"]) == 2
+    err = capsys.readouterr().err
+    assert "no task 'nope/nothing'" in err and "triton2triton/softmax" in err
+
+
+def workspace_with(task_id: str, source: Path, tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    materialize(find_task(task_id), ws)
+    shutil.copyfile(source, ws / find_task(task_id).spec.candidate)
+    return ws
+
+
+TRITON_TASKS = [t for t in discover_tasks()[0] if t.spec.language == "triton"]
+
+
+PLANS = [(t, t.spec.solution) for t in TRITON_TASKS] + [(t, t.spec.baseline) for t in TRITON_TASKS if t.spec.baseline]
+
+
+@pytest.mark.parametrize(("task", "file"), PLANS, ids=lambda x: getattr(x, "id", x))
+def test_tool_test_says_correct_for_the_expert_solution_and_the_baseline(task, file: str, tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    source = task.file(file)
+    ws = workspace_with(task.id, source, tmp_path)
+    code = main(["tool", "test", "--task", task.id, "--workspace", str(ws), "--json"])
+    result = json.loads(capsys.readouterr().out)
+    assert code == 0 and result["status"] == "ok" and result["correct"] is True, result["message"]
+
+
+def test_tool_test_says_incorrect_with_the_mismatch_for_a_planted_wrong_kernel(tmp_path: Path,
+                                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    ws = workspace_with("triton2triton/softmax", PLANTED / "softmax_wrong.py", tmp_path)
+    code = main(["tool", "test", "--task", "triton2triton/softmax", "--workspace", str(ws)])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "INCORRECT" in out and "first at [" in out and "max abs err" in out
+
+
+def test_tool_compile_reports_the_cuda_kernels_resources_without_a_gpu(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc is not installed")
+    task = find_task("cuda2cuda/rmsnorm")
+    ws = workspace_with(task.id, task.file(task.spec.solution), tmp_path)
+    assert main(["tool", "compile", "--task", task.id, "--workspace", str(ws), "--json"]) == 0
+    build = json.loads(capsys.readouterr().out)
+    assert build["ok"] and build["target"]["arch"] == "sm_90"
+    assert build["kernels"] and all(k["registers"] for k in build["kernels"])
+    # and `test` says plainly that running it needs a GPU
+    assert main(["tool", "test", "--task", task.id, "--workspace", str(ws)]) == 0
+    assert "needs a GPU" in capsys.readouterr().out
+
+
+def test_tool_compile_gives_file_and_line_of_a_cuda_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc is not installed")
+    task = find_task("cuda2cuda/rmsnorm")
+    ws = workspace_with(task.id, task.file(task.spec.baseline), tmp_path)
+    src = (ws / "kernel.cu").read_text().splitlines()
+    src.insert(5, "this is not C++;")
+    (ws / "kernel.cu").write_text("\n".join(src) + "\n")
+    assert main(["tool", "compile", "--task", task.id, "--workspace", str(ws)]) == 1
+    assert "kernel.cu:6: error" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("planted", "verdict"), [("vadd_crash.py", "CRASH"), ("vadd_hang.py", "TIMEOUT"),
+                                                  ("vadd_exit.py", "EXIT"), ("vadd_os_exit.py", "EXIT")])
+def test_tool_test_gives_a_clear_verdict_for_a_crash_hang_or_early_exit_and_the_next_call_works(
+        planted: str, verdict: str, tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    assert crucible("workspace", "triton2triton/vadd", str(ws), tasks=FIXTURES).returncode == 0
+    shutil.copyfile(PLANTED / planted, ws / "kernel.py")
+    bad = crucible("tool", "test", "--task", "triton2triton/vadd", "--workspace", str(ws), "--timeout", "10",
+                   tasks=FIXTURES)
+    assert bad.returncode == 1 and f": {verdict} —" in bad.stdout, bad.stdout + bad.stderr
+    shutil.copyfile(FIXTURES / "triton2triton/vadd/solution.py", ws / "kernel.py")
+    good = crucible("tool", "test", "--task", "triton2triton/vadd", "--workspace", str(ws), tasks=FIXTURES)
+    assert good.returncode == 0 and ": OK —" in good.stdout, good.stdout + good.stderr
