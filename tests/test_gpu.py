@@ -87,3 +87,54 @@ def test_careful_timing_meets_its_stopping_rule_on_a_large_config(tmp_path: Path
     stats = result.configs[0].candidate
     assert stats.rse <= 0.001 or stats.reps >= 2000, stats
     assert stats.iqr_us / stats.median_us < 0.05
+
+
+VADD = Path(__file__).parent / "fixtures/tasks/triton2triton/vadd"
+
+
+def test_work_left_on_an_unjoined_side_stream_is_caught_by_the_timed_recheck(tmp_path: Path) -> None:
+    from crucible.toolkit.task import load_task
+
+    result = on_gpu(load_task(VADD), PLANTED / "vadd_side_stream.py", tmp_path, configs=["big"])
+    assert result.status == "incorrect", result.message
+    assert "timed runs" in result.message
+
+
+def test_a_joined_side_stream_is_timed_in_full_by_graph_replay(tmp_path: Path) -> None:
+    from crucible.toolkit.task import load_task
+
+    result = on_gpu(load_task(VADD), PLANTED / "vadd_side_stream_joined.py", tmp_path, configs=["big"],
+                    timing="careful")
+    assert result.status == "ok", result.message
+    cand, base = result.configs[0].candidate, result.configs[0].baseline
+    assert cand.method == "cuda_graph" and cand.input_sets >= 2
+    assert cand.median_us > 0.7 * base.median_us  # the same work as the baseline, not hidden from the timer
+
+
+def test_timing_covers_a_joined_side_stream_and_falls_back_when_capture_is_impossible() -> None:
+    import torch
+
+    from crucible.toolkit.timing import CAREFUL, time_subjects
+
+    a = torch.randn(4096, 4096, device="cuda")
+    side = torch.cuda.Stream()
+
+    def on_main(i: int) -> None:
+        a @ a
+
+    def joined(i: int) -> None:
+        main = torch.cuda.current_stream()
+        side.wait_stream(main)
+        with torch.cuda.stream(side):
+            a @ a
+        main.wait_stream(side)
+
+    def syncing(i: int) -> None:
+        a @ a
+        torch.cuda.synchronize()  # not capturable: timed with events and a device-wide sync instead
+
+    stats, _ = time_subjects({"main": on_main, "joined": joined, "syncing": syncing}, 2, CAREFUL,
+                             torch.device("cuda"))
+    assert stats["joined"].method == "cuda_graph" and stats["syncing"].method == "cuda_events"
+    for name in ("joined", "syncing"):
+        assert 0.8 < stats[name].median_us / stats["main"].median_us < 1.25, stats

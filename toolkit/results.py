@@ -60,6 +60,8 @@ class TimingStats(Model):
     method: TimingMethod
     comparable: bool
     """False on the cpu backend: interpreter timings say nothing about GPU speed."""
+    input_sets: int = 1
+    """How many input sets the repetitions rotated through (enough to overflow the L2)."""
     overhead_us: float = 0
     """Subtracted from every repetition: what an empty region measures (an empty graph's replay, or the
     device sync of the events fallback)."""

@@ -243,7 +243,9 @@ def time_config(task: Task, ref: types.ModuleType, subjects_k: dict[str, Kernel]
         tol = task.spec.tolerance.for_dtype(resolve_dtype(spec.dtype, config))
         check = compare(spec.name, out, r, tol.atol, tol.rtol)
         if not check.ok:
-            return stats, f"the timed runs computed a wrong result: {describe(check)}"
+            return stats, ("the timed runs (CUDA-graph replays of the call) computed a wrong result: "
+                           f"{describe(check)}. Launch all work on the current stream (or join side "
+                           "streams back to it), and do not cache results between calls")
     return stats, None
 
 

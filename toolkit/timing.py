@@ -111,7 +111,8 @@ def _time_cpu(subjects: dict[str, Subject], n_sets: int, opts: TimingOptions) ->
             subjects[name](rep % n_sets)
             samples[name].append((time.perf_counter() - t0) * 1e6)
         rep += 1
-    return {name: summarize(s, "cpu_wall", comparable=False) for name, s in samples.items()}
+    return {name: summarize(s, "cpu_wall", comparable=False).model_copy(update={"input_sets": n_sets})
+            for name, s in samples.items()}
 
 
 def _capture(fn: Subject, n_sets: int) -> list[torch.cuda.CUDAGraph] | None:
@@ -219,5 +220,5 @@ def _time_cuda(subjects: dict[str, Subject], n_sets: int,
         for name, a, b in pending:
             samples[name].append(max(a.elapsed_time(b) * 1e3 - overhead[methods[name]], 0.0))
     stats = {name: summarize(s, methods[name], comparable=True).model_copy(
-        update={"overhead_us": overhead[methods[name]]}) for name, s in samples.items()}
+        update={"overhead_us": overhead[methods[name]], "input_sets": n_sets}) for name, s in samples.items()}
     return stats, timed
