@@ -116,21 +116,22 @@ def test_timing_covers_a_joined_side_stream_and_falls_back_when_capture_is_impos
 
     from crucible.toolkit.timing import CAREFUL, time_subjects
 
-    a = torch.randn(4096, 4096, device="cuda")
+    a = torch.randn(1 << 27, device="cuda")
+    c = torch.empty_like(a)
     side = torch.cuda.Stream()
 
     def on_main(i: int) -> None:
-        a @ a
+        torch.mul(a, 2.0, out=c)
 
     def joined(i: int) -> None:
         main = torch.cuda.current_stream()
         side.wait_stream(main)
         with torch.cuda.stream(side):
-            a @ a
+            torch.mul(a, 2.0, out=c)
         main.wait_stream(side)
 
     def syncing(i: int) -> None:
-        a @ a
+        torch.mul(a, 2.0, out=c)
         torch.cuda.synchronize()  # not capturable: timed with events and a device-wide sync instead
 
     stats, _ = time_subjects({"main": on_main, "joined": joined, "syncing": syncing}, 2, CAREFUL,
