@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+import warnings
 from collections.abc import Callable
 
 import torch
@@ -116,6 +117,7 @@ def _time_cpu(subjects: dict[str, Subject], n_sets: int, opts: TimingOptions) ->
 
 
 def _capture(fn: Subject, n_sets: int) -> list[torch.cuda.CUDAGraph] | None:
+    stream = torch.cuda.current_stream()
     graphs = []
     try:
         for i in range(n_sets):
@@ -124,8 +126,13 @@ def _capture(fn: Subject, n_sets: int) -> list[torch.cuda.CUDAGraph] | None:
                 fn(i)
             graphs.append(graph)
     except RuntimeError:
-        # Not capturable (host sync, .item(), cudaMalloc inside the call): fall back to events.
+        # Not capturable (host sync, .item(), cudaMalloc inside the call): fall back to events. A failed
+        # capture leaves torch's capture stream current (graph.__exit__ raises before restoring it):
+        # put ours back, or later work would run on a stream the timing events do not see.
+        torch.cuda.set_stream(stream)
         torch.cuda.synchronize()
+        if torch.cuda.is_current_stream_capturing():
+            raise RuntimeError("a failed CUDA-graph capture left the stream capturing") from None
         return None
     return graphs
 
@@ -133,12 +140,10 @@ def _capture(fn: Subject, n_sets: int) -> list[torch.cuda.CUDAGraph] | None:
 def _replay_overhead_us(stream: torch.cuda.Stream, flush: Callable[[], object], reps: int = 50) -> float:
     """What replaying an empty graph between two events measures: subtracted from graph timings."""
     graph = torch.cuda.CUDAGraph()
-    try:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "The CUDA Graph is empty": that is the point
         with torch.cuda.graph(graph):
             pass
-    except RuntimeError:
-        torch.cuda.synchronize()
-        return 0.0
     pairs = []
     for _ in range(reps):
         flush()
