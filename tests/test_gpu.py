@@ -139,3 +139,25 @@ def test_timing_covers_a_joined_side_stream_and_falls_back_when_capture_is_impos
     assert stats["joined"].method == "cuda_graph" and stats["syncing"].method == "cuda_events"
     for name in ("joined", "syncing"):
         assert 0.8 < stats[name].median_us / stats["main"].median_us < 1.25, stats
+
+
+def test_a_gpu_profile_lists_the_candidates_kernels_and_its_roofline(tmp_path: Path) -> None:
+    from crucible.toolkit.profiling import profile
+
+    task = find_task("triton2triton/softmax")
+    prof = profile(task, snapshot_of(task, task.file(task.spec.solution), tmp_path), backend="cuda", ncu=True)
+    assert prof.status == "ok", prof.message
+    assert prof.kernels and "softmax" in prof.kernels[0].name.lower()
+    assert prof.roofline is not None and prof.roofline.bound == "memory" and 0.3 < prof.roofline.peak_fraction < 1.2
+    assert prof.resources and prof.resources[0]["registers"]
+    assert prof.ncu, prof.notes  # Nsight Compute metrics, per kernel
+    kernel_metrics = next(iter(prof.ncu.values()))
+    assert any(k.startswith("gpu__time_duration.sum") for k in kernel_metrics)
+
+
+def test_calibration_measures_ceilings_near_the_known_ones() -> None:
+    from crucible.toolkit.calibration import calibrate
+
+    ceil = calibrate()
+    assert 3.0e12 < ceil.memory_bytes_per_s < 5.5e12
+    assert 500e12 < ceil.flops_per_s["bfloat16"] < 1000e12

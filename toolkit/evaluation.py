@@ -25,7 +25,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .results import ConfigResult, DeviceInfo, Evaluation, Status
+from .hardware import peak_fraction
+from .results import ConfigResult, DeviceInfo, Evaluation, KernelTime, Status
 from .task import Config, Task, output_shape
 from .toolchains import BuildResult, BuildTarget, Diagnostic, KernelResources, get_toolchain
 from .worker import WorkerLimits, WorkerOutcome, run_job
@@ -132,7 +133,7 @@ OUTCOME_STATUS: dict[str, Status] = {"crash": "crash", "timeout": "timeout", "ex
 
 def evaluate(task: Task, snapshot: Snapshot, request: EvalRequest | None = None, *,
              on_progress: Callable[[dict], None] | None = None,
-             cancel: threading.Event | None = None) -> Evaluation:
+             cancel: threading.Event | None = None, profile_reps: int = 0) -> Evaluation:
     """Build the snapshot, then check (and time) it on the requested configs in a fresh worker."""
     request = request or EvalRequest()
     started = time.perf_counter()
@@ -179,7 +180,7 @@ def evaluate(task: Task, snapshot: Snapshot, request: EvalRequest | None = None,
         "seeds": list(range(request.seeds or task.spec.seeds)),
         "candidate": _kernel_desc(task, cand_build, snapshot.root / task.spec.candidate),
         "baseline": baseline, "timing": request.timing, "compiled_baseline": request.compiled_baseline,
-        "backend": backend,
+        "backend": backend, "profile_reps": profile_reps,
     }
     outcome = _run(task, "evaluate", payload, backend, request, on_progress, cancel)
     extra = {"build": build_dump, "isolation": outcome.isolation, "stderr_tail": outcome.stderr_tail}
@@ -189,9 +190,19 @@ def evaluate(task: Task, snapshot: Snapshot, request: EvalRequest | None = None,
     device = DeviceInfo.model_validate(result["device"])
     if "load_error" in result:
         return finish("error", "loading the candidate failed:\n" + result["load_error"], device=device, **extra)
-    configs = [ConfigResult.model_validate(c) for c in result["configs"]] + skipped
-    return finish(*summarize(configs, task), configs=configs, device=device,
+    configs = [with_peak_fraction(ConfigResult.model_validate(c), device, task) for c in result["configs"]] + skipped
+    kernels = {name: [KernelTime.model_validate(k) for k in rows] for name, rows in result.get("kernels", {}).items()}
+    return finish(*summarize(configs, task), configs=configs, device=device, kernels=kernels,
                   correct=all(c.status in ("pass", "skipped") for c in configs), **speedups(configs, task, backend), **extra)
+
+
+def with_peak_fraction(result: ConfigResult, device: DeviceInfo, task: Task) -> ConfigResult:
+    """Peak fractions are computed here, in the trusted parent, against the ceilings it knows."""
+    cand = result.candidate
+    if cand is None or not cand.comparable or cand.median_us <= 0:
+        return result
+    frac = peak_fraction(device, task.config(result.config).dtype, result.flops, result.bytes, cand.median_us * 1e-6)
+    return result.model_copy(update={"peak_fraction": frac})
 
 
 def _run(task: Task, kind: str, payload: dict, backend: Backend, request: EvalRequest,

@@ -1,10 +1,13 @@
 """Device ceilings for the roofline figure: measured where we have measured, datasheet leads otherwise.
 
-`crucible calibrate` (later) replaces these with figures measured on the device; until then the table
-below holds what was measured on this project's H200 (copy bandwidth, bf16 matmul) and datasheet leads.
+`crucible calibrate` measures them on the device (toolkit/calibration.py) and they are preferred; the
+table below holds what was measured on this project's H200 (copy bandwidth, bf16 matmul) and datasheet leads.
 """
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
@@ -33,7 +36,19 @@ KNOWN = {
 }
 
 
+def measured_ceilings_path() -> Path:
+    from .workspace import cache_root
+
+    return cache_root() / "ceilings.json"
+
+
 def ceilings_for(device: DeviceInfo) -> Ceilings | None:
+    """Measured ceilings (`crucible calibrate`) for this device name, else the built-in table's."""
+    path = measured_ceilings_path()
+    if path.is_file():
+        measured = json.loads(path.read_text())
+        if device.name in measured:
+            return Ceilings.model_validate(measured[device.name])
     for key, ceil in KNOWN.items():
         if key in device.name:
             return ceil

@@ -7,4 +7,6 @@ sandboxed worker (toolkit/worker_main.py), never in the server. Tests may add en
 JOBS: dict[str, str] = {
     "evaluate": "crucible.toolkit.runtime:run_evaluation",
     "triton_build": "crucible.toolkit.runtime:run_triton_build",
+    "ncu": "crucible.toolkit.ncu:run_ncu_job",
+    "calibrate": "crucible.toolkit.calibration:run_calibration",
 }

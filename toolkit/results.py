@@ -90,6 +90,19 @@ class ConfigResult(Model):
     """Achieved rate over the device's ceiling (the larger of the compute and memory fractions)."""
 
 
+class KernelTime(Model):
+    """One device kernel (or, on the CPU, one host op) of a call, from the profiler."""
+
+    name: str
+    calls: int
+    """Launches per call of the entry point."""
+    total_us: float
+    """Time per call of the entry point spent in this kernel."""
+    mean_us: float
+    share: float
+    """Fraction of the call's kernel time."""
+
+
 class DeviceInfo(Model):
     backend: Literal["cpu", "cuda", "rocm"]
     name: str
@@ -125,6 +138,8 @@ class Evaluation(Model):
     device: DeviceInfo | None = None
     build: dict | None = None
     """The BuildResult of the candidate (see toolkit/toolchains)."""
+    kernels: dict[str, list[KernelTime]] = Field(default_factory=dict)
+    """Per config, when a profile was asked for: the kernels one call ran."""
     isolation: dict[str, str] = Field(default_factory=dict)
     stderr_tail: str = ""
     seconds: float = 0

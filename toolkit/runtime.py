@@ -26,7 +26,6 @@ from typing import Any
 import torch
 
 from .checking import compare, describe, poison_
-from .hardware import peak_fraction
 from .results import ConfigResult, DeviceInfo, SeedCheck, TimingStats
 from .task import Config, Task, load_task, output_shape, resolve_dtype, task_metrics
 from .timing import CAREFUL, QUICK, TimingOptions, time_subjects
@@ -295,6 +294,7 @@ def run_evaluation(payload: dict, progress: Callable[[dict], None]) -> dict:
         opts = opts.model_copy(update=payload["timing_options"])
 
     results = []
+    kernel_profiles: dict[str, list[dict]] = {}
     configs = [task.config(name) for name in payload["configs"]]
     for n, config in enumerate(configs):
         progress({"stage": "config", "config": config.name, "done": n, "total": len(configs)})
@@ -347,11 +347,45 @@ def run_evaluation(payload: dict, progress: Callable[[dict], None]) -> dict:
                 if seconds > 0:
                     update["achieved_tflops"] = flops / seconds / 1e12
                     update["achieved_gbps"] = nbytes / seconds / 1e9
-                    if cand.comparable:
-                        update["peak_fraction"] = peak_fraction(info, config.dtype, flops, nbytes, seconds)
         results.append(result.model_copy(update=update))
+        if payload.get("profile_reps") and update.get("status", "pass") == "pass" and case0 is not None:
+            progress({"stage": "profile", "config": config.name})
+            kernel_profiles[config.name] = kernel_breakdown(candidate, case0, int(payload["profile_reps"]))
     progress({"stage": "done", "done": len(configs), "total": len(configs)})
-    return {"device": info.model_dump(), "configs": [r.model_dump() for r in results]}
+    return {"device": info.model_dump(), "configs": [r.model_dump() for r in results],
+            "kernels": kernel_profiles}
+
+
+def kernel_breakdown(kernel: Kernel, case: Case, reps: int) -> list[dict]:
+    """Which device kernels one call launches and how long each takes (torch.profiler, CUPTI), or on the
+    CPU the host ops the interpreter spends its time in. Returns KernelTime-shaped dicts per call."""
+    from torch.profiler import ProfilerActivity, profile
+
+    on_gpu = case.device.type == "cuda"
+    outs = case.new_outputs()
+    activities = [ProfilerActivity.CUDA] if on_gpu else [ProfilerActivity.CPU]
+    with profile(activities=activities) as prof:
+        for _ in range(reps):
+            kernel(case.inputs, outs, case.params)
+        if on_gpu:
+            torch.cuda.synchronize()
+    rows = []
+    for e in prof.key_averages():
+        if on_gpu:
+            total = float(getattr(e, "device_time_total", 0) or getattr(e, "cuda_time_total", 0) or 0)
+            if str(getattr(e, "device_type", "")).endswith("CUDA") is False and total == 0:
+                continue
+        else:
+            total = float(e.self_cpu_time_total)
+        if total <= 0:
+            continue
+        rows.append({"name": e.key, "calls": max(1, e.count // reps), "total_us": total / reps,
+                     "mean_us": total / max(e.count, 1)})
+    grand = sum(r["total_us"] for r in rows) or 1.0
+    rows.sort(key=lambda r: -r["total_us"])
+    for r in rows:
+        r["share"] = r["total_us"] / grand
+    return rows[:30]
 
 
 def run_triton_build(payload: dict, progress: Callable[[dict], None]) -> dict:

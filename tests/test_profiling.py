@@ -1,0 +1,67 @@
+"""`profile` on the CPU backend, and the roofline against measured ceilings."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from crucible.toolkit.hardware import Ceilings, ceilings_for, measured_ceilings_path
+from crucible.toolkit.profiling import profile, roofline
+from crucible.toolkit.results import DeviceInfo
+from crucible.toolkit.task import load_task
+from crucible.toolkit.workspace import materialize, take_snapshot
+
+FIXTURE = Path(__file__).parent / "fixtures/tasks/triton2triton/vadd"
+PLANTED = Path(__file__).parent / "planted"
+
+
+def snapshot(tmp_path: Path, source: Path):
+    task = load_task(FIXTURE)
+    materialize(task, tmp_path / "ws")
+    shutil.copyfile(source, tmp_path / "ws/kernel.py")
+    return task, take_snapshot(task, tmp_path / "ws")
+
+
+def test_a_cpu_profile_times_the_candidate_lists_host_ops_and_says_what_does_not_apply(tmp_path: Path) -> None:
+    task, snap = snapshot(tmp_path, FIXTURE / "solution.py")
+    prof = profile(task, snap, "small", ncu=True, backend="cpu")
+    assert prof.status == "ok", prof.message
+    assert prof.timing is not None and prof.timing.candidate is not None and prof.timing.baseline is not None
+    assert prof.timing.speedup is not None
+    assert prof.kernels and all(k.total_us > 0 for k in prof.kernels)
+    assert abs(sum(k.share for k in prof.kernels) - 1) < 1e-6
+    assert prof.resources and prof.resources[0]["registers"], "Triton kernels compiled for sm_90 report registers"
+    assert prof.roofline is not None and prof.roofline.achieved_gbps > 0 and prof.roofline.peak_fraction is None
+    joined = " ".join(prof.notes)
+    assert "not comparable" in joined and "Nsight Compute needs an NVIDIA GPU" in joined
+
+
+def test_profiling_a_kernel_that_does_not_compile_says_where(tmp_path: Path) -> None:
+    task, snap = snapshot(tmp_path, PLANTED / "vadd_syntax.py")
+    prof = profile(task, snap, backend="cpu")
+    assert prof.status == "compile_error" and "kernel.py:1" in prof.message
+
+
+def test_profiling_an_unknown_config_names_the_known_ones(tmp_path: Path) -> None:
+    task, snap = snapshot(tmp_path, FIXTURE / "solution.py")
+    with pytest.raises(KeyError, match="small, half"):
+        profile(task, snap, "huge", backend="cpu")
+
+
+def test_measured_ceilings_are_preferred_and_give_the_bound() -> None:
+    device = DeviceInfo(backend="cuda", name="Fake GPU 9000", torch="x")
+    assert ceilings_for(device) is None
+    path = measured_ceilings_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fake = Ceilings(name="Fake GPU 9000", memory_bytes_per_s=1e12, flops_per_s={"float32": 1e13}, source="test")
+    path.write_text(json.dumps({fake.name: fake.model_dump()}))
+    try:
+        roof = roofline(device, "float32", flops=1e9, nbytes=1e9, seconds=2e-3)
+        assert roof is not None and roof.bound == "memory"
+        assert roof.memory_fraction == pytest.approx(0.5) and roof.compute_fraction == pytest.approx(0.05)
+        assert roof.peak_fraction == pytest.approx(0.5) and "test" in roof.ceilings
+    finally:
+        path.unlink()

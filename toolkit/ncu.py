@@ -1,0 +1,80 @@
+"""Nsight Compute inside the worker: run the candidate on one config under `ncu` and read its metrics.
+
+    worker job "ncu"  ->  ncu --csv --metrics ... python -m crucible.toolkit.ncu <payload.json>
+                                                  (this module's __main__: three calls of the candidate)
+
+ncu is slow (it replays each kernel once per metric pass), so this runs only when the caller asks.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+CALLS = 3
+
+
+def parse_csv(text: str) -> dict[str, dict[str, float | str]]:
+    """ncu --csv output -> {kernel name: {metric: value}} (the last launch of each kernel)."""
+    start = text.find('"ID"')
+    if start < 0:
+        return {}
+    out: dict[str, dict[str, float | str]] = {}
+    for row in csv.DictReader(io.StringIO(text[start:])):
+        name = row.get("Kernel Name", "?")
+        metric = row.get("Metric Name")
+        if not metric:
+            continue
+        raw = (row.get("Metric Value") or "").replace(",", "")
+        try:
+            value: float | str = float(raw)
+        except ValueError:
+            value = raw
+        unit = row.get("Metric Unit") or ""
+        out.setdefault(name[:200], {})[f"{metric} ({unit})" if unit else metric] = value
+    return out
+
+
+def run_ncu_job(payload: dict, progress: Callable[[dict], None]) -> dict:
+    exe = shutil.which("ncu")
+    if exe is None:
+        return {"error": "ncu is not on PATH"}
+    spec = Path("ncu-payload.json").resolve()  # the worker's cwd is its scratch folder
+    spec.write_text(json.dumps(payload))
+    cmd = [exe, "--csv", "--metrics", ",".join(payload["metrics"]), "--clock-control", "none",
+           "--target-processes", "all", sys.executable, "-m", "crucible.toolkit.ncu", str(spec)]
+    progress({"stage": "ncu", "config": payload["config"]})
+    env = {**os.environ, "TMPDIR": str(spec.parent)}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    if proc.returncode != 0:
+        return {"error": f"ncu exited with {proc.returncode}: {(proc.stderr or proc.stdout)[-1500:]}"}
+    return {"kernels": parse_csv(proc.stdout)}
+
+
+def _target(spec_path: str) -> None:
+    """Run under ncu: the candidate, three calls on the config's seed-0 inputs."""
+    import torch
+
+    from .runtime import Case, import_file, load_kernel
+    from .task import load_task
+
+    payload = json.loads(Path(spec_path).read_text())
+    task = load_task(Path(payload["task_root"]))
+    ref = import_file(task.file("reference.py"), "crucible_reference")
+    kernel = load_kernel(payload["candidate"], task, "crucible_candidate")
+    case = Case(task, ref, task.config(payload["config"]), 0, torch.device("cuda"))
+    outs = case.new_outputs()
+    for _ in range(CALLS):
+        kernel(case.inputs, outs, case.params)
+    torch.cuda.synchronize()
+
+
+if __name__ == "__main__":
+    _target(sys.argv[1])
