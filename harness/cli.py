@@ -6,6 +6,8 @@
     crucible tool compile|test|bench --task ID --workspace DIR [--json]
                                                  the MCP tools' functions, by hand
     crucible run                                 the main job (see harness/engine_run.py)
+    crucible mcp-config --client claude|codex|cursor --task ID --workspace DIR
+                                                 an agent client's MCP config for `crucible serve`
 """
 
 from __future__ import annotations
@@ -104,6 +106,33 @@ def cmd_run(args: argparse.Namespace) -> int:
     return run_suite(Path(args.out), args.tasks)
 
 
+def cmd_mcp_config(args: argparse.Namespace) -> int:
+    from .clients import ClientError, crucible_server, get_client
+
+    _task(args.task)  # a typo in the task id fails here, not when the agent starts the server
+    try:
+        server = crucible_server(args.task, Path(args.workspace), transport=args.transport, url=args.url,
+                                 token_env=args.token_env)
+        print(get_client(args.client).mcp_config(server, args.name), end="")
+    except ClientError as exc:
+        raise UsageError(str(exc)) from None
+    return 0
+
+
+def add_mcp_config_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    m = sub.add_parser("mcp-config", help="print an agent client's MCP config for `crucible serve`")
+    m.add_argument("--client", required=True, choices=["claude", "codex", "cursor"])
+    m.add_argument("--task", required=True)
+    m.add_argument("--workspace", required=True)
+    m.add_argument("--transport", choices=["stdio", "http"], default="stdio",
+                   help="stdio: the client starts the server; http: it connects to a running one (--url)")
+    m.add_argument("--url", help="the running server's address, e.g. http://127.0.0.1:PORT/mcp")
+    m.add_argument("--token-env", default="CRUCIBLE_MCP_TOKEN",
+                   help="the variable holding the HTTP bearer token; the config names it, never its value")
+    m.add_argument("--name", default="crucible", help="the server's name in the config (tools: mcp__NAME__*)")
+    m.set_defaults(func=cmd_mcp_config)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="crucible", description="An arena where AI agents optimize GPU kernels.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -136,6 +165,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--out", default="crucible-runs")
     r.add_argument("--tasks", default="*", help="a glob over task ids")
     r.set_defaults(func=cmd_run)
+
+    add_mcp_config_parser(sub)
     return p
 
 

@@ -18,7 +18,8 @@
       call_id      INTEGER        the submit call (calls.id)
       source_hash  TEXT
       path         TEXT           the frozen copy of the snapshot (outside the workspace)
-      status       TEXT           the visible verdict's status
+      status       TEXT           the visible verdict's status; `checking` while the re-check runs,
+                                  `cancelled` if it was stopped
       correct      INTEGER NULL   1 / 0 on the visible configs; NULL when nothing ran
       speedup      REAL NULL      visible, quick timing
       verdict      TEXT           the visible verdict, JSON (server/models.py: RunTestsReport)
@@ -127,6 +128,14 @@ class Ledger:
         data["verdict"] = json.dumps(row.verdict)
         data["correct"] = None if row.correct is None else int(row.correct)
         self.db["submissions"].insert(data)  # type: ignore[union-attr]
+
+    def update_submission(self, n: int, *, status: str, correct: bool | None = None,
+                          speedup: float | None = None, verdict: dict[str, Any] | None = None) -> None:
+        data: dict[str, Any] = {"status": status, "correct": None if correct is None else int(correct),
+                                "speedup": speedup}
+        if verdict is not None:
+            data["verdict"] = json.dumps(verdict)
+        self.db["submissions"].update(n, data)  # type: ignore[union-attr]
 
     # ---------------------------------------------------------------- reading
 

@@ -125,3 +125,17 @@ def test_an_identity_kernel_fails_on_every_seed(tmp_path: Path) -> None:
     result = run(tmp_path, PLANTED / "vadd_identity.py")
     assert result.status == "incorrect"
     assert all(not s.ok for c in result.configs for s in c.seeds)
+
+
+def test_a_pooled_evaluation_gives_the_same_verdicts(tmp_path: Path) -> None:
+    from crucible.toolkit.evaluation import worker_pool
+
+    task, good = candidate(tmp_path / "a", FIXTURE / "solution.py")
+    _, bad = candidate(tmp_path / "b", PLANTED / "vadd_crash.py")
+    pool = worker_pool(task, "cpu")
+    try:
+        assert evaluate(task, good, QUICK, pool=pool).status == "ok"
+        assert evaluate(task, bad, QUICK, pool=pool).status == "crash"
+        assert evaluate(task, good, QUICK, pool=pool).status == "ok"
+    finally:
+        pool.close()

@@ -172,3 +172,11 @@ def cuda_echo(payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
 
     return {"sum": float(torch.ones(1000, device="cuda").sum().item()),
             "visible": os.environ.get("CUDA_VISIBLE_DEVICES")}
+
+
+def whoami(payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    """Which process ran the job, and what it had imported before the job began."""
+    import os
+    import sys
+
+    return {"pid": os.getpid(), "scratch": os.getcwd(), "torch_preloaded": "torch" in sys.modules}

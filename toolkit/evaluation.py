@@ -29,7 +29,7 @@ from .hardware import peak_fraction
 from .results import ConfigResult, DeviceInfo, Evaluation, KernelTime, Status
 from .task import Config, Task, output_shape
 from .toolchains import BuildResult, BuildTarget, Diagnostic, KernelResources, get_toolchain
-from .worker import WorkerLimits, WorkerOutcome, run_job
+from .worker import WorkerLimits, WorkerOutcome, WorkerPool, run_job
 from .workspace import Snapshot, cache_root
 
 Backend = Literal["cpu", "cuda", "rocm"]
@@ -133,7 +133,8 @@ OUTCOME_STATUS: dict[str, Status] = {"crash": "crash", "timeout": "timeout", "ex
 
 def evaluate(task: Task, snapshot: Snapshot, request: EvalRequest | None = None, *,
              on_progress: Callable[[dict], None] | None = None,
-             cancel: threading.Event | None = None, profile_reps: int = 0) -> Evaluation:
+             cancel: threading.Event | None = None, profile_reps: int = 0,
+             pool: WorkerPool | None = None) -> Evaluation:
     """Build the snapshot, then check (and time) it on the requested configs in a fresh worker."""
     request = request or EvalRequest()
     started = time.perf_counter()
@@ -182,7 +183,7 @@ def evaluate(task: Task, snapshot: Snapshot, request: EvalRequest | None = None,
         "baseline": baseline, "timing": request.timing, "compiled_baseline": request.compiled_baseline,
         "backend": backend, "profile_reps": profile_reps,
     }
-    outcome = _run(task, "evaluate", payload, backend, request, on_progress, cancel)
+    outcome = _run(task, "evaluate", payload, backend, request, on_progress, cancel, pool)
     extra = {"build": build_dump, "isolation": outcome.isolation, "stderr_tail": outcome.stderr_tail}
     if outcome.status != "ok" or outcome.result is None:
         return finish(OUTCOME_STATUS.get(outcome.status, "error"), outcome.message, **extra)
@@ -206,7 +207,10 @@ def with_peak_fraction(result: ConfigResult, device: DeviceInfo, task: Task) -> 
 
 
 def _run(task: Task, kind: str, payload: dict, backend: Backend, request: EvalRequest,
-         on_progress: Callable[[dict], None] | None, cancel: threading.Event | None) -> WorkerOutcome:
+         on_progress: Callable[[dict], None] | None, cancel: threading.Event | None,
+         pool: WorkerPool | None = None) -> WorkerOutcome:
+    if pool is not None and pool.backend == backend:
+        return pool.run_job(kind, payload, timeout_s=request.timeout_s, on_progress=on_progress, cancel=cancel)
     with tempfile.TemporaryDirectory(prefix="crucible-worker-") as scratch:
         return run_job(kind, payload, limits=_limits(task, request.timeout_s), backend=backend,
                        gpu=request.gpu if request.gpu is not None else (0 if backend != "cpu" else None),
@@ -244,8 +248,15 @@ def speedups(configs: list[ConfigResult], task: Task, backend: str) -> dict:
     }
 
 
+def worker_pool(task: Task, backend: Backend | Literal["auto"] = "auto", gpu: int | None = None) -> WorkerPool:
+    """A pool that keeps one preloaded worker ahead of need for this task (for long-lived callers)."""
+    backend = resolve_backend(backend)
+    return WorkerPool(limits=_limits(task, None), backend=backend,
+                      gpu=gpu if gpu is not None else (0 if backend != "cpu" else None), env=_worker_env())
+
+
 def compile_snapshot(task: Task, snapshot: Snapshot, backend: Backend | Literal["auto"] = "auto",
-                     cancel: threading.Event | None = None) -> BuildResult:
+                     cancel: threading.Event | None = None, pool: WorkerPool | None = None) -> BuildResult:
     """The `compile` tool: build, and for Triton also import, trace and compile each launched kernel
     for the target architecture (in a worker, since importing runs candidate code)."""
     backend = resolve_backend(backend)
@@ -258,7 +269,7 @@ def compile_snapshot(task: Task, snapshot: Snapshot, backend: Backend | Literal[
                "arch": result.target.arch,
                "candidate": _kernel_desc(task, None, snapshot.root / task.spec.candidate)}
     started = time.perf_counter()
-    outcome = _run(task, "triton_build", payload, backend, EvalRequest(), None, cancel)
+    outcome = _run(task, "triton_build", payload, backend, EvalRequest(), None, cancel, pool)
     seconds = result.seconds + time.perf_counter() - started
     if outcome.status != "ok" or outcome.result is None:
         diag = Diagnostic(file=task.spec.candidate, line=None, column=None, severity="error",

@@ -21,6 +21,7 @@ from pydantic import Field
 from .evaluation import EvalRequest, output_elements
 from .results import ConfigResult, DeviceInfo, KernelTime, Model
 from .task import Task
+from .worker import WorkerPool
 from .workspace import Snapshot
 
 
@@ -85,7 +86,7 @@ def roofline(device: DeviceInfo | None, dtype: str | None, flops: float, nbytes:
 
 def profile(task: Task, snapshot: Snapshot, config: str | None = None, *, ncu: bool = False,
             backend: str = "auto", on_progress: Callable[[dict], None] | None = None,
-            cancel: threading.Event | None = None) -> Profile:
+            cancel: threading.Event | None = None, pool: WorkerPool | None = None) -> Profile:
     """Careful timing, kernel breakdown, resources and roofline of the candidate on one config (default:
     the largest visible one)."""
     from .evaluation import compile_snapshot, evaluate, resolve_backend  # noqa: I001
@@ -96,7 +97,7 @@ def profile(task: Task, snapshot: Snapshot, config: str | None = None, *, ncu: b
     task.config(name)  # raises KeyError naming the known configs
     base = {"task": task.id, "snapshot": snapshot.digest, "backend": backend_, "config": name}
     notes: list[str] = []
-    build = compile_snapshot(task, snapshot, backend_, cancel=cancel)
+    build = compile_snapshot(task, snapshot, backend_, cancel=cancel, pool=pool)
     resources = [k.model_dump() for k in build.kernels]
     if not build.ok:
         first = next((d for d in build.diagnostics if d.severity == "error"), None)
@@ -106,7 +107,7 @@ def profile(task: Task, snapshot: Snapshot, config: str | None = None, *, ncu: b
     request = EvalRequest(configs=[name], timing="careful", compiled_baseline=task.spec.is_torch_task,
                           backend=backend_, seeds=1)  # type: ignore[arg-type]
     evaluation = evaluate(task, snapshot, request, on_progress=on_progress, cancel=cancel,
-                          profile_reps=PROFILE_REPS)
+                          profile_reps=PROFILE_REPS, pool=pool)
     result = evaluation.configs[0] if evaluation.configs else None
     if evaluation.status != "ok" or result is None or result.status != "pass":
         return Profile(**base, status=evaluation.status, message=evaluation.message, timing=result,

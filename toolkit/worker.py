@@ -19,9 +19,11 @@ import math
 import os
 import queue
 import select
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -286,9 +288,25 @@ def run_job(kind: str, payload: dict[str, Any], *, limits: WorkerLimits, backend
     on_progress is called in the caller's thread. Raises ValueError only for caller bugs (an unknown
     kind, a GPU backend without a GPU); everything the worker does becomes the outcome's status.
     """
+    _check_kind(kind)
+    worker = start_worker(limits=limits, backend=backend, gpu=gpu, scratch=scratch, env=env)
+    if isinstance(worker, WorkerOutcome):
+        return worker
+    return worker.run(kind, payload, on_progress=on_progress, cancel=cancel)
+
+
+def _check_kind(kind: str) -> str:
     target = JOBS.get(kind)
     if target is None:
         raise ValueError(f"unknown job kind {kind!r}; known: {sorted(JOBS)}")
+    return target
+
+
+def start_worker(*, limits: WorkerLimits, backend: Backend, gpu: int | None = None, scratch: Path,
+                 env: dict[str, str] | None = None, preload: bool = False) -> Worker | WorkerOutcome:
+    """Start a sandboxed worker that waits for its one job. With `preload` it imports torch and Triton
+    (and initialises CUDA on a GPU backend) while it waits, so a worker started ahead of time answers its
+    job without paying for a fresh interpreter's imports. Returns an "infra" outcome if it cannot start."""
     if backend != "cpu" and gpu is None:
         raise ValueError(f"the {backend} backend needs a gpu index")
     started = time.monotonic()
@@ -301,12 +319,9 @@ def run_job(kind: str, payload: dict[str, Any], *, limits: WorkerLimits, backend
     if env and env.get("TRITON_CACHE_DIR"):
         writable.append(env["TRITON_CACHE_DIR"])
     rlimits, isolation = _plan(limits, caps, backend, cgroup)
-    job = {"kind": kind, "target": target, "payload": payload, "rlimits": rlimits,
-           "landlock": {"writable": writable} if caps.landlock_abi >= 1 else None}
-    try:
-        job_data = json.dumps(job).encode()
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"the payload of job {kind!r} is not JSON-serializable: {exc}") from exc
+    child_env = _child_env(backend, gpu, scratch, env)
+    if preload:
+        child_env["CRUCIBLE_WORKER_PRELOAD"] = "cuda" if backend == "cuda" else "imports"
 
     job_r, job_w = os.pipe()
     res_r, res_w = os.pipe()
@@ -315,7 +330,7 @@ def run_job(kind: str, payload: dict[str, Any], *, limits: WorkerLimits, backend
     try:
         proc = subprocess.Popen(command, pass_fds=(job_r, res_w), stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=scratch,
-                                env=_child_env(backend, gpu, scratch, env), start_new_session=True)
+                                env=child_env, start_new_session=True)
     except OSError as exc:
         for fd in (job_r, job_w, res_r, res_w):
             os.close(fd)
@@ -326,65 +341,186 @@ def run_job(kind: str, payload: dict[str, Any], *, limits: WorkerLimits, backend
                              seconds=time.monotonic() - started, isolation=isolation)
     os.close(job_r)
     os.close(res_w)
-    assert proc.stdout is not None
-    out_fd = proc.stdout.fileno()
+    return Worker(proc=proc, job_w=job_w, res_r=res_r, cgroup=cgroup, limits=limits, rlimits=rlimits,
+                  isolation=isolation, landlock={"writable": writable} if caps.landlock_abi >= 1 else None,
+                  started=started)
 
-    stop = threading.Event()
-    msgs, tail = _Messages(), _Tail()
-    threads = [threading.Thread(target=_write_job, args=(job_w, job_data), daemon=True),
-               threading.Thread(target=_pump, args=(res_r, msgs.feed, stop), daemon=True),
-               threading.Thread(target=_pump, args=(out_fd, tail.feed, stop), daemon=True)]
-    for t in threads:
-        t.start()
 
-    messages: dict[str, dict[str, Any]] = {}
-    reason: str | None = None
+class Worker:
+    """A started worker process waiting for its one job (see start_worker)."""
 
-    def dispatch(message: dict[str, Any]) -> None:
-        nonlocal reason
-        kind_ = str(message.get("type"))
-        if kind_ == "progress":
-            if on_progress is not None and isinstance(message.get("progress"), dict):
-                on_progress(message["progress"])
-        elif kind_ == "_overflow":
-            reason = "overflow"
-        else:
-            messages[kind_] = message
+    def __init__(self, *, proc: subprocess.Popen, job_w: int, res_r: int, cgroup: RunCgroup | None,
+                 limits: WorkerLimits, rlimits: dict[str, Any], isolation: dict[str, str],
+                 landlock: dict[str, Any] | None, started: float) -> None:
+        self.proc, self.job_w, self.res_r, self.cgroup = proc, job_w, res_r, cgroup
+        self.limits, self.rlimits, self.isolation, self.landlock = limits, rlimits, isolation, landlock
+        self.started = started
+        self.used = False
+        assert proc.stdout is not None
+        self.stop = threading.Event()
+        self.msgs, self.tail = _Messages(), _Tail()
+        self.pumps = [threading.Thread(target=_pump, args=(res_r, self.msgs.feed, self.stop), daemon=True),
+                      threading.Thread(target=_pump, args=(proc.stdout.fileno(), self.tail.feed, self.stop),
+                                       daemon=True)]
+        for t in self.pumps:
+            t.start()
 
-    deadline = started + limits.timeout_s
-    try:
-        while reason is None and proc.poll() is None:
-            if cancel is not None and cancel.is_set():
-                reason = "cancelled"
-            elif time.monotonic() > deadline:
-                reason = "timeout"
+    def alive(self) -> bool:
+        return not self.used and self.proc.poll() is None
+
+    def discard(self) -> None:
+        """Kill a worker that will not get a job."""
+        if not self.used:
+            self.used = True
+            with contextlib.suppress(OSError):
+                os.close(self.job_w)
+            self._reap()
+
+    def run(self, kind: str, payload: dict[str, Any], *, timeout_s: float | None = None,
+            on_progress: Callable[[dict[str, Any]], None] | None = None,
+            cancel: threading.Event | None = None) -> WorkerOutcome:
+        """Send the job, wait for its end (or the timeout, or cancel), kill what is left, give the verdict."""
+        if self.used:
+            raise RuntimeError("a worker runs exactly one job")
+        self.used = True
+        target = _check_kind(kind)
+        job = {"kind": kind, "target": target, "payload": payload, "rlimits": self.rlimits,
+               "landlock": self.landlock}
+        try:
+            job_data = json.dumps(job).encode()
+        except (TypeError, ValueError) as exc:
+            self.used = False
+            self.discard()
+            raise ValueError(f"the payload of job {kind!r} is not JSON-serializable: {exc}") from exc
+        began = time.monotonic()
+        writer = threading.Thread(target=_write_job, args=(self.job_w, job_data), daemon=True)
+        writer.start()
+        messages: dict[str, dict[str, Any]] = {}
+        reason: str | None = None
+
+        def dispatch(message: dict[str, Any]) -> None:
+            nonlocal reason
+            kind_ = str(message.get("type"))
+            if kind_ == "progress":
+                if on_progress is not None and isinstance(message.get("progress"), dict):
+                    on_progress(message["progress"])
+            elif kind_ == "_overflow":
+                reason = "overflow"
             else:
-                with contextlib.suppress(queue.Empty):
-                    dispatch(msgs.queue.get(timeout=0.05))
-    finally:
-        # Also after a normal exit: grandchildren the candidate left behind die with the group.
+                messages[kind_] = message
+
+        deadline = began + (timeout_s or self.limits.timeout_s)
+        limits = self.limits if timeout_s is None else self.limits.model_copy(update={"timeout_s": timeout_s})
+        try:
+            while reason is None and self.proc.poll() is None:
+                if cancel is not None and cancel.is_set():
+                    reason = "cancelled"
+                elif time.monotonic() > deadline:
+                    reason = "timeout"
+                else:
+                    with contextlib.suppress(queue.Empty):
+                        dispatch(self.msgs.queue.get(timeout=0.05))
+        finally:
+            oom_killed = self._reap(writer)
+        while not self.msgs.queue.empty():
+            dispatch(self.msgs.queue.get_nowait())
+
+        cpu_s = limits.cpu_s or math.ceil(2 * limits.timeout_s)
+        status, result, message, exit_code, sig = _verdict(reason, messages, self.proc.returncode, limits,
+                                                           oom_killed, cpu_s)
+        isolation = dict(self.isolation)
+        if "started" in messages:
+            isolation.update({k: str(v) for k, v in messages["started"].get("isolation", {}).items()})
+        return WorkerOutcome(status=status, result=result, message=message, exit_code=exit_code, signal=sig,
+                             stderr_tail=self.tail.text(), seconds=round(time.monotonic() - began, 3),
+                             isolation=isolation)
+
+    def _reap(self, writer: threading.Thread | None = None) -> bool:
+        """Kill the group (also after a normal exit: grandchildren the candidate left behind die with it),
+        reap, drain the pipes; True when the memory cgroup killed something."""
+        proc, cgroup = self.proc, self.cgroup
         _kill_group(proc.pid)
         if cgroup:
             cgroup.kill_all()
         proc.wait()
         _kill_group(proc.pid)
-        threads[1].join(REAP_GRACE_S)  # EOF arrives once every holder of the pipe is dead
-        stop.set()
-        for t in threads:
+        self.pumps[0].join(REAP_GRACE_S)  # EOF arrives once every holder of the pipe is dead
+        self.stop.set()
+        for t in [*self.pumps, *([writer] if writer else [])]:
             t.join(REAP_GRACE_S)
+        assert proc.stdout is not None
         proc.stdout.close()
-        os.close(res_r)
+        with contextlib.suppress(OSError):
+            os.close(self.res_r)
         oom_killed = cgroup.oom_killed() if cgroup else False
         if cgroup:
             cgroup.remove()
-    while not msgs.queue.empty():
-        dispatch(msgs.queue.get_nowait())
+        return oom_killed
 
-    cpu_s = limits.cpu_s or math.ceil(2 * limits.timeout_s)
-    status, result, message, exit_code, sig = _verdict(reason, messages, proc.returncode, limits, oom_killed,
-                                                       cpu_s)
-    if "started" in messages:
-        isolation.update({k: str(v) for k, v in messages["started"].get("isolation", {}).items()})
-    return WorkerOutcome(status=status, result=result, message=message, exit_code=exit_code, signal=sig,
-                         stderr_tail=tail.text(), seconds=round(time.monotonic() - started, 3),
-                         isolation=isolation)
+
+class WorkerPool:
+    """Keeps one worker started ahead of need, preloaded, for a long-lived caller (the MCP server).
+
+    Every job still gets a fresh process that runs nothing else; only the wait for the interpreter, its
+    imports and the CUDA context moves out of the evaluation's path. Limits and environment are fixed
+    per pool; a per-call timeout may be given to `run_job`.
+    """
+
+    def __init__(self, *, limits: WorkerLimits, backend: Backend, gpu: int | None = None,
+                 env: dict[str, str] | None = None) -> None:
+        self.limits, self.backend, self.gpu, self.env = limits, backend, gpu, env
+        self._lock = threading.Lock()
+        self._spare: tuple[Worker, Path] | None = None
+        self._closed = False
+        self._refill()
+
+    def _start(self) -> tuple[Worker, Path] | None:
+        scratch = Path(tempfile.mkdtemp(prefix="crucible-worker-"))
+        worker = start_worker(limits=self.limits, backend=self.backend, gpu=self.gpu, scratch=scratch,
+                              env=self.env, preload=True)
+        if isinstance(worker, WorkerOutcome):
+            shutil.rmtree(scratch, ignore_errors=True)
+            return None
+        return worker, scratch
+
+    def _refill(self) -> None:
+        def fill() -> None:
+            started = self._start()
+            with self._lock:
+                if self._closed or self._spare is not None:
+                    stale, started = started, None
+                else:
+                    self._spare, stale = started, None
+            if stale is not None:
+                stale[0].discard()
+                shutil.rmtree(stale[1], ignore_errors=True)
+        threading.Thread(target=fill, daemon=True).start()
+
+    def run_job(self, kind: str, payload: dict[str, Any], *, timeout_s: float | None = None,
+                on_progress: Callable[[dict[str, Any]], None] | None = None,
+                cancel: threading.Event | None = None) -> WorkerOutcome:
+        _check_kind(kind)
+        with self._lock:
+            spare, self._spare = self._spare, None
+        if spare is None or not spare[0].alive():
+            if spare is not None:
+                spare[0].discard()
+                shutil.rmtree(spare[1], ignore_errors=True)
+            spare = self._start()
+            if spare is None:
+                return WorkerOutcome(status="infra", result=None, message="the worker could not be started",
+                                     exit_code=None, signal=None, stderr_tail="", seconds=0.0, isolation={})
+        self._refill()
+        worker, scratch = spare
+        try:
+            return worker.run(kind, payload, timeout_s=timeout_s, on_progress=on_progress, cancel=cancel)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            spare, self._spare = self._spare, None
+        if spare is not None:
+            spare[0].discard()
+            shutil.rmtree(spare[1], ignore_errors=True)

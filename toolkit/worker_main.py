@@ -206,12 +206,26 @@ def _run(channel: Channel, job: dict[str, Any]) -> None:
     os._exit(0)
 
 
+def _preload(what: str) -> None:
+    """A worker started ahead of its job does the slow start-up while it waits: imports, and on a GPU the
+    CUDA context (after the supervisor's fork: a CUDA context does not survive a fork)."""
+    if not what:
+        return
+    import torch
+    import triton  # noqa: F401
+
+    if what == "cuda":
+        torch.cuda.init()
+        torch.empty(1, device="cuda")
+
+
 def main() -> None:
     job_fd, result_fd = _move_high(int(sys.argv[1])), _move_high(int(sys.argv[2]))
     channel = Channel(result_fd)
     try:
-        job = json.loads(_read_all(job_fd))
         _supervise(channel)
+        _preload(os.environ.pop("CRUCIBLE_WORKER_PRELOAD", ""))
+        job = json.loads(_read_all(job_fd))
         _run(channel, job)
     except BaseException:  # top level: whatever broke, the parent gets it as an infra failure
         try:
