@@ -86,6 +86,12 @@ def build_target(backend: Backend) -> BuildTarget:
     return BuildTarget(backend=backend, arch=arch)
 
 
+def compile_error_message(build_result: BuildResult) -> str:
+    first = next((d for d in build_result.diagnostics if d.severity == "error"), None)
+    where = f" ({first.file}:{first.line}: {first.message})" if first else ""
+    return f"the candidate does not compile{where}"
+
+
 def build_dir() -> Path:
     return cache_root() / "builds"
 
@@ -159,9 +165,7 @@ def evaluate(task: Task, snapshot: Snapshot, request: EvalRequest | None = None,
                       build=cand_build.model_dump(mode="json"))
     build_dump = cand_build.model_dump(mode="json")
     if not cand_build.ok:
-        first = next((d for d in cand_build.diagnostics if d.severity == "error"), None)
-        where = f" ({first.file}:{first.line}: {first.message})" if first else ""
-        return finish("compile_error", f"the candidate does not compile{where}", build=build_dump)
+        return finish("compile_error", compile_error_message(cand_build), build=build_dump)
     if task.spec.language != "triton" and backend == "cpu":
         return finish("not_run", f"the {task.spec.language.upper()} kernel compiled for "
                       f"{cand_build.target.arch}; running it needs a GPU, and this machine has none "

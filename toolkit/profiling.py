@@ -89,7 +89,7 @@ def profile(task: Task, snapshot: Snapshot, config: str | None = None, *, ncu: b
             cancel: threading.Event | None = None, pool: WorkerPool | None = None) -> Profile:
     """Careful timing, kernel breakdown, resources and roofline of the candidate on one config (default:
     the largest visible one)."""
-    from .evaluation import compile_snapshot, evaluate, resolve_backend  # noqa: I001
+    from .evaluation import compile_error_message, compile_snapshot, evaluate, resolve_backend
 
     started = time.perf_counter()
     backend_ = resolve_backend(backend)
@@ -100,9 +100,7 @@ def profile(task: Task, snapshot: Snapshot, config: str | None = None, *, ncu: b
     build = compile_snapshot(task, snapshot, backend_, cancel=cancel, pool=pool)
     resources = [k.model_dump() for k in build.kernels]
     if not build.ok:
-        first = next((d for d in build.diagnostics if d.severity == "error"), None)
-        where = f" ({first.file}:{first.line}: {first.message})" if first else ""
-        return Profile(**base, status="compile_error", message=f"the candidate does not compile{where}",
+        return Profile(**base, status="compile_error", message=compile_error_message(build),
                        resources=resources, seconds=time.perf_counter() - started)
     request = EvalRequest(configs=[name], timing="careful", compiled_baseline=task.spec.is_torch_task,
                           backend=backend_, seeds=1)  # type: ignore[arg-type]
