@@ -6,6 +6,8 @@
     crucible tool compile|test|bench --task ID --workspace DIR [--json]
                                                  the MCP tools' functions, by hand
     crucible run                                 the main job (see harness/engine_run.py)
+    crucible serve --task ID --workspace DIR [--transport stdio|http]
+                                                 the MCP server (server/), for one task and workspace
     crucible mcp-config --client claude|codex|cursor --task ID --workspace DIR
                                                  an agent client's MCP config for `crucible serve`
 """
@@ -133,6 +135,61 @@ def add_mcp_config_parser(sub: argparse._SubParsersAction[argparse.ArgumentParse
     m.set_defaults(func=cmd_mcp_config)
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from crucible.server import (
+        ServeError,
+        SessionConfig,
+        build_server,
+        serve_http,
+        serve_stdio,
+        token_from_env,
+    )
+
+    workspace = Path(args.workspace)
+    if not workspace.is_dir():
+        raise UsageError(f"workspace {workspace} does not exist; create it with "
+                         f"`crucible workspace {args.task} {workspace}`")
+    try:
+        session = SessionConfig(task_id=args.task, workspace=workspace, backend=args.backend,
+                                ledger=Path(args.ledger) if args.ledger else None)
+        # Before building the server: a missing token should not wait for the task to load.
+        token = token_from_env(args.token_env) if args.transport == "http" else ""
+        server = build_server(session)
+    except ValidationError as exc:
+        raise UsageError("; ".join(e["msg"] for e in exc.errors())) from None
+    except KeyError as exc:
+        raise UsageError(exc.args[0]) from None
+    except ServeError as exc:
+        raise UsageError(str(exc)) from None
+    banner = f"task {args.task}, workspace {workspace.resolve()}, ledger {session.ledger_path}; "
+    if args.transport == "stdio":
+        print(f"crucible: {banner}serving MCP on stdio", file=sys.stderr, flush=True)
+        serve_stdio(server)
+        return 0
+    try:
+        serve_http(server, host=args.host, port=args.port, token=token, banner=banner)
+    except ServeError as exc:
+        raise UsageError(str(exc)) from None
+    return 0
+
+
+def add_serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    s = sub.add_parser("serve", help="the MCP server for one task and workspace (stdio, or HTTP with a token)")
+    s.add_argument("--task", required=True)
+    s.add_argument("--workspace", required=True, help="the folder the agent edits (`crucible workspace`)")
+    s.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    s.add_argument("--host", default="127.0.0.1", help="HTTP: the address to listen on (default loopback)")
+    s.add_argument("--port", type=int, default=8765, help="HTTP: the port (0: any free one, printed)")
+    s.add_argument("--ledger", help="the session's ledger file, outside the workspace "
+                   "(default: <cache>/sessions/<task>-<hash>/ledger.db)")
+    s.add_argument("--backend", choices=["auto", "cpu", "cuda", "rocm"], default="auto")
+    s.add_argument("--token-env", default="CRUCIBLE_MCP_TOKEN",
+                   help="HTTP: the environment variable holding the bearer token (required for HTTP)")
+    s.set_defaults(func=cmd_serve)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="crucible", description="An arena where AI agents optimize GPU kernels.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -167,6 +224,7 @@ def parser() -> argparse.ArgumentParser:
     r.set_defaults(func=cmd_run)
 
     add_mcp_config_parser(sub)
+    add_serve_parser(sub)
     return p
 
 

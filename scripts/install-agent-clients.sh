@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 CLAUDE_VERSION=2.1.332
 CODEX_VERSION=0.171.0
-dir=.cache/npm-clients
+dir=${CRUCIBLE_NPM_CLIENTS:-.cache/npm-clients}  # CI sets it outside the clone, to cache between runs
 bin="$dir/node_modules/.bin"
 
 installed() {  # $1 binary, $2 version: true when the binary reports that version

@@ -30,12 +30,13 @@ from typing import Annotated, Any
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel
 
-from crucible.toolkit import profiling
 from crucible.toolkit.evaluation import Backend, EvalRequest, compile_snapshot, evaluate, resolve_backend
 from crucible.toolkit.profiling import Profile
+from crucible.toolkit.profiling import profile as run_profile
 from crucible.toolkit.task import Task, find_task
 from crucible.toolkit.workspace import Snapshot, WorkspaceError, take_snapshot
 
@@ -114,7 +115,7 @@ def _crucible_version() -> str:
 
 
 def _text(report: BaseModel) -> str:
-    return json.dumps(report.model_dump(mode="json"), indent=1)
+    return json.dumps(report.model_dump(mode="json"), separators=(",", ":"))  # compact: agents pay per token
 
 
 def _result(report: BaseModel) -> CallToolResult:
@@ -255,17 +256,16 @@ def _run_tests_body(configs: list[str] | None, seeds: int | None) -> Body:
 
 def _profile_body(config: str | None, ncu: bool) -> Body:
     async def body(state: ServerState, progress: Progress, rec: CallRecord) -> Profile:
-        run = getattr(profiling, "profile", None)
-        if run is None:
-            raise ToolFailure("profile is not available in this version of crucible; use run_tests for timing",
-                              status="unavailable")
         name = _visible_config(state, config) if config is not None else None
         snap = _snapshot(state, rec)
         prof: Profile = await _run_locked(
             state, "profile", progress, f"profiling {name or 'the first config'}",
-            lambda on_progress, cancel: run(state.task, snap, name, ncu=ncu, backend=state.backend,
+            lambda on_progress, cancel: run_profile(state.task, snap, name, ncu=ncu, backend=state.backend,
                                             on_progress=on_progress, cancel=cancel))
         rec.status, rec.summary = prof.status, f"{prof.status}: {prof.message.splitlines()[0] if prof.message else ''}"
+        if prof.status == "incorrect":
+            raise ToolFailure(f"profile needs a correct kernel; run_tests shows where it is wrong: {prof.message}",
+                              status=prof.status)
         if prof.status not in RAN_STATUSES:
             raise ToolFailure(prof.message, status=prof.status, details=prof)
         return prof
@@ -332,6 +332,30 @@ def _submit_body(note: str | None) -> Body:
 
 # ---------------------------------------------------------------- the server
 
+MAX_RECORDED_ARGUMENTS = 4000
+"""Characters of a rejected call's arguments kept in the ledger (an agent may send megabytes)."""
+
+
+class CrucibleServer(MCPServer[ServerState]):
+    """MCPServer that also records the calls the SDK rejects before a tool body runs (an unknown tool,
+    arguments that fail the input schema), so the ledger holds every call."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any],
+                        context: Context[ServerState, Any] | None = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if context is not None:
+                state: ServerState = context.request_context.lifespan_context
+                raw = json.dumps(arguments, default=str)
+                recorded = arguments if len(raw) <= MAX_RECORDED_ARGUMENTS else {
+                    "truncated": raw[:MAX_RECORDED_ARGUMENTS]}
+                status = "internal_error" if isinstance(exc, UnexpectedToolError) else "bad_request"
+                call_id = state.ledger.begin_call(name[:100], recorded, now())
+                state.ledger.finish_call(call_id, outcome="error", duration_s=0, source_hash=None, status=status,
+                                         summary=str(exc).splitlines()[0], error=str(exc)[:MAX_RECORDED_ARGUMENTS])
+            raise
+
 READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
 
 
@@ -350,7 +374,7 @@ def build_server(session: SessionConfig) -> MCPServer:
         finally:
             ledger.close()
 
-    server = MCPServer("crucible", title="crucible: GPU kernel tools", version=_crucible_version(),
+    server = CrucibleServer("crucible", title="crucible: GPU kernel tools", version=_crucible_version(),
                        instructions=INSTRUCTIONS, lifespan=lifespan)
 
     @server.tool(name="get_task", title="Get the task", annotations=READ_ONLY, description=(

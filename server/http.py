@@ -78,6 +78,7 @@ def serve_http(server: MCPServer, *, host: str, port: int, token: str, banner: s
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
+        sock.listen(128)  # clients that connect before uvicorn starts wait in the backlog
     except OSError as exc:
         sock.close()
         raise ServeError(f"cannot listen on {host}:{port}: {exc.strerror}; pick another --port "

@@ -7,9 +7,10 @@ worker's isolation details). The `profile` tool returns toolkit/profiling.py's `
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
 from crucible.toolkit.results import EVALUATOR_VERSION, ConfigResult, Evaluation, Status
 from crucible.toolkit.toolchains import BuildResult, Diagnostic, KernelResources
@@ -18,7 +19,7 @@ from crucible.toolkit.toolchains import BuildResult, Diagnostic, KernelResources
 
 ConfigName = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 ConfigsArg = Annotated[list[ConfigName] | None, Field(
-    default=None, max_length=64,
+    default=None, min_length=1, max_length=64,
     description="Visible config names to test (see get_task); omit for all visible configs.")]
 SeedsArg = Annotated[int | None, Field(
     default=None, ge=1, le=16, description="Random input sets per config (default: the task's).")]
@@ -32,6 +33,16 @@ NoteArg = Annotated[str | None, Field(
 
 class Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+def _name_non_finite(x: object) -> object:
+    if isinstance(x, float) and not math.isfinite(x):
+        return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
+    return x
+
+
+Value = Annotated[float | Literal["nan", "inf", "-inf"], BeforeValidator(_name_non_finite)]
+"""A number that may be NaN or infinite (JSON has neither): those are sent as the strings."""
 
 
 # ---------------------------------------------------------------- get_task
@@ -155,16 +166,17 @@ class MismatchAt(Model):
     seed: int
     index: list[int]
     """Row-major index into the output."""
-    got: float
-    expected: float
+    got: Value
+    """`nan` where the kernel left the element unwritten (outputs are poisoned with NaN)."""
+    expected: Value
 
 
 class ConfigReport(Model):
     config: str
     status: Literal["pass", "fail", "error", "skipped"]
     message: str
-    max_abs_err: float | None
-    max_rel_err: float | None
+    max_abs_err: Value | None
+    max_rel_err: Value | None
     first_mismatch: MismatchAt | None
     problems: list[str]
     """Rule violations other than wrong values (mutated inputs, replaced outputs, runs that disagree)."""

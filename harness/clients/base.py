@@ -151,6 +151,9 @@ class SessionUsage(BaseModel):
     cost_source: Literal["cli", "price_table", "unknown"] = "unknown"
     """`cli`: the CLI's own figure; `price_table`: tokens x harness/clients/prices.toml; `unknown`: neither."""
     tool_calls: list[ToolCall] = Field(default_factory=list)
+    mcp_servers: dict[str, str] = Field(default_factory=dict)
+    """Server -> the client's word for its state (Claude: `connected`, `failed`, ...), where the stream
+    says it. A failed server does not fail the run: the agent just goes on without its tools."""
     status: Literal["success", "error", "budget_exceeded", "max_turns", "incomplete"] = "incomplete"
     """`incomplete`: the stream ended without a final event (killed, crashed)."""
     detail: str | None = None
@@ -213,13 +216,16 @@ def model_price(model: str) -> ModelPrice | None:
     return names[max(prefixes, key=len)] if prefixes else None
 
 
-NPM_CACHE = Path(__file__).resolve().parents[2] / ".cache" / "npm-clients" / "node_modules" / ".bin"
-"""Where scripts/install-agent-clients.sh puts the CLIs (in a source checkout)."""
+def npm_clients_bin() -> Path:
+    """Where scripts/install-agent-clients.sh puts the CLIs: `$CRUCIBLE_NPM_CLIENTS` (CI keeps it outside
+    the clone, so it survives between runs), else `.cache/npm-clients` of the source checkout."""
+    root = os.environ.get("CRUCIBLE_NPM_CLIENTS") or Path(__file__).resolve().parents[2] / ".cache" / "npm-clients"
+    return Path(root) / "node_modules" / ".bin"
 
 
 def find_binary(binary: str, install_hint: str) -> str:
     """The CLI's absolute path: on PATH, else in the install script's cache folder."""
-    found = shutil.which(binary) or shutil.which(binary, path=str(NPM_CACHE))
+    found = shutil.which(binary) or shutil.which(binary, path=str(npm_clients_bin()))
     if found is None:
         raise ClientError(f"`{binary}` is not installed: {install_hint}")
     return str(Path(found).absolute())

@@ -118,6 +118,8 @@ def parse_events(lines: Iterable[str], model: str | None = None) -> SessionUsage
         content = (event.get("message") or {}).get("content")
         if kind == "system" and event.get("subtype") == "init":
             usage.model = event.get("model") or usage.model
+            usage.mcp_servers = {s["name"]: s.get("status", "?") for s in event.get("mcp_servers") or []
+                                 if isinstance(s, dict) and "name" in s}
         elif kind == "assistant" and isinstance(content, list):
             for block in content:
                 if block.get("type") == "tool_use":

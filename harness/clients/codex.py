@@ -2,7 +2,8 @@
 
 Config: TOML in `$CODEX_HOME/config.toml`, one `[mcp_servers.NAME]` table. Codex starts stdio servers with
 a filtered environment, so the table carries what the server needs in `env`; in `exec` mode a tool call
-fails unless the server's tools are pre-approved (`default_tools_approval_mode = "approve"`).
+fails unless the server's tools are pre-approved (`default_tools_approval_mode = "approve"`), and the
+session starts without a slow server unless it is `required` (which also makes a dead server fatal).
 Events: `codex exec --json` prints JSONL: `thread.started`, `turn.started`, `item.started` /
 `item.completed` (`mcp_tool_call`, `command_execution`, `file_change`, `agent_message`, ...),
 `turn.completed` with `usage`, or `turn.failed` / `error`. No cost: it comes from the price table.
@@ -11,6 +12,7 @@ Events: `codex exec --json` prints JSONL: `thread.started`, `turn.started`, `ite
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -43,10 +45,12 @@ def toml_value(value: str | int | float | bool | Sequence[str]) -> str:
     return "[" + ", ".join(toml_value(v) for v in value) + "]"
 
 
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
 def toml_table(header: str, items: Mapping[str, Any]) -> str:
     lines = [f"[{header}]"]
-    lines += [f"{toml_value(k) if not k.replace('_', '').isalnum() else k} = {toml_value(v)}"
-              for k, v in items.items()]
+    lines += [f"{k if _BARE_KEY.match(k) else toml_value(k)} = {toml_value(v)}" for k, v in items.items()]
     return "\n".join(lines) + "\n"
 
 
@@ -59,7 +63,9 @@ def mcp_config(server: McpServer, name: str = "crucible") -> str:
         items = {"url": server.url}
         if server.token_env:
             items["bearer_token_env_var"] = server.token_env
-    items |= {"default_tools_approval_mode": "approve", "tool_timeout_sec": TOOL_TIMEOUT_S}
+    # `required`: without it `codex exec` does not wait for a server that takes more than ~0.5 s to start
+    # (crucible serve takes ~1 s) and runs the whole session without its tools.
+    items |= {"required": True, "default_tools_approval_mode": "approve", "tool_timeout_sec": TOOL_TIMEOUT_S}
     text = toml_table(table, items)
     if isinstance(server, StdioServer) and server.env:
         text += "\n" + toml_table(f"{table}.env", server.env)

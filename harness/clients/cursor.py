@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from .base import HeadlessSpec, McpServer, SessionUsage, StdioServer, ToolCall, check_server_name
 
@@ -56,17 +56,17 @@ def headless_command(spec: HeadlessSpec) -> list[str]:
 
 
 class _Usage(BaseModel):
-    inputTokens: int = 0  # noqa: N815 (Cursor's field names)
-    outputTokens: int = 0  # noqa: N815
-    cacheReadTokens: int = 0  # noqa: N815
-    cacheWriteTokens: int = 0  # noqa: N815
+    input_tokens: int = Field(0, alias="inputTokens")
+    output_tokens: int = Field(0, alias="outputTokens")
+    cache_read_tokens: int = Field(0, alias="cacheReadTokens")
+    cache_write_tokens: int = Field(0, alias="cacheWriteTokens")
 
 
 def _tool_call(call: dict[str, Any]) -> ToolCall:
     """`{"mcpToolCall": {"args": {"providerIdentifier", "toolName", ...}, "result": ...}}` and the like."""
     kind, body = next(iter(call.items()), ("unknown", {}))
     body = body if isinstance(body, dict) else {}
-    args = body.get("args") if isinstance(body.get("args"), dict) else {}
+    args: dict[str, Any] = body["args"] if isinstance(body.get("args"), dict) else {}
     result = body.get("result")
     ok = None if result is None else isinstance(result, dict) and "success" in result
     if kind == "mcpToolCall":
@@ -106,8 +106,8 @@ def parse_events(lines: Iterable[str], model: str | None = None) -> SessionUsage
         elif kind == "result":
             usage.turns = len(model_calls) + 1  # the final answer has no model_call_id
             u = _Usage.model_validate(event.get("usage") or {})
-            usage.input_tokens, usage.output_tokens = u.inputTokens, u.outputTokens
-            usage.cache_read_tokens, usage.cache_write_tokens = u.cacheReadTokens, u.cacheWriteTokens
+            usage.input_tokens, usage.output_tokens = u.input_tokens, u.output_tokens
+            usage.cache_read_tokens, usage.cache_write_tokens = u.cache_read_tokens, u.cache_write_tokens
             usage.duration_ms = event.get("duration_ms")
             usage.status = "error" if event.get("is_error") or event.get("subtype") != "success" else "success"
             usage.detail = None if usage.status == "success" else event.get("subtype") or event.get("result")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 from pydantic import BaseModel
 
@@ -80,7 +80,7 @@ class FakeAPI:
     def answer(self, method: str, path: str, body: Any) -> Reply:
         raise NotImplementedError
 
-    def __enter__(self) -> FakeAPI:
+    def __enter__(self) -> Self:
         self._thread.start()
         self._timer.start()
         return self

@@ -1,8 +1,8 @@
 """A fake OpenAI Responses API: `POST /v1/responses` answered with server-sent events.
 
 Scripted like fake_anthropic: while the request's input holds fewer `function_call_output` items than
-there are tools, it answers with a `function_call` of the next tool in namespace `mcp__<server>`, then
-with a final message. Each response reports distinct usage numbers, kept in `reported`.
+there are tools, it answers with a `function_call` of the next tool in namespace `mcp__<server>` (when
+the request offers it), then with a final message. Each response reports distinct usage numbers, kept in `reported`.
 """
 
 from __future__ import annotations
@@ -48,12 +48,14 @@ class FakeOpenAI(FakeAPI):
             return Reply(body=json.dumps({"object": "list", "data": []}))
         if method != "POST" or path != "/v1/responses" or not isinstance(body, dict):
             return Reply(status=404, body=json.dumps({"error": {"message": f"fake: no {method} {path}"}}))
+        offered = {(ns.get("name"), t.get("name")) for ns in body.get("tools") or []
+                   if ns.get("type") == "namespace" for t in ns.get("tools") or []}
         items = body.get("input") or []
         done = sum(1 for it in items if isinstance(it, dict) and it.get("type") == "function_call_output")
         usage = usage_for(len(self.reported))
         self.reported.append(usage)
         resp_id = f"resp_fake_{next(self._ids)}"
-        if done < len(self.tools):
+        if done < len(self.tools) and (f"mcp__{self.server}", self.tools[done]) in offered:
             tool = self.tools[done]
             item: dict[str, Any] = {"type": "function_call", "id": f"fc_fake_{next(self._ids)}",
                                     "call_id": f"call_fake_{next(self._ids)}",
@@ -62,7 +64,7 @@ class FakeOpenAI(FakeAPI):
         else:
             item = {"type": "message", "id": f"msg_fake_{next(self._ids)}", "role": "assistant",
                     "content": [{"type": "output_text", "text": FINAL_TEXT, "annotations": []}]}
-        response = {"id": resp_id, "object": "response", "model": body.get("model"), "status": "in_progress",
+        response: dict[str, Any] = {"id": resp_id, "object": "response", "model": body.get("model"), "status": "in_progress",
                     "output": []}
         usage_json = {"input_tokens": usage.input_tokens,
                       "input_tokens_details": {"cached_tokens": usage.cached_tokens},
