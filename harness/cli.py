@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from crucible.toolkit.evaluation import EvalRequest, compile_snapshot, evaluate
+from crucible.toolkit.profiling import Profile, profile
 from crucible.toolkit.results import Evaluation
 from crucible.toolkit.task import Task, TaskError, discover_tasks, find_task
 from crucible.toolkit.toolchains import BuildResult
@@ -80,8 +81,14 @@ def cmd_tool(args: argparse.Namespace) -> int:
     except WorkspaceError as exc:
         raise UsageError(str(exc)) from None
     if args.tool == "compile":
-        result: BuildResult | Evaluation = compile_snapshot(task, snapshot, args.backend)
+        result: BuildResult | Evaluation | Profile = compile_snapshot(task, snapshot, args.backend)
         ok = result.ok
+    elif args.tool == "profile":
+        try:
+            result = profile(task, snapshot, (args.config or [None])[0], ncu=args.ncu, backend=args.backend)
+        except KeyError as exc:
+            raise UsageError(exc.args[0]) from None
+        ok = result.status == "ok"
     else:
         configs = args.config or "visible"
         timing = {"test": "quick", "bench": "careful"}[args.tool]
@@ -97,9 +104,26 @@ def cmd_tool(args: argparse.Namespace) -> int:
         print(result.model_dump_json(indent=2))
     elif isinstance(result, BuildResult):
         print(render.build_text(result))
+    elif isinstance(result, Profile):
+        print(render.profile_text(result))
     else:
         print(render.evaluation_text(result))
     return 0 if ok else 1
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from crucible.toolkit.calibration import calibrate
+    from crucible.toolkit.evaluation import detect_backend
+
+    if detect_backend() != "cuda":
+        raise UsageError("calibrate measures an NVIDIA GPU's ceilings, and none is visible here")
+    ceilings = calibrate(gpu=args.gpu)
+    if args.json:
+        print(ceilings.model_dump_json(indent=2))
+    else:
+        rates = ", ".join(f"{k} {v / 1e12:.0f} TFLOP/s" for k, v in ceilings.flops_per_s.items())
+        print(f"{ceilings.name}: copy {ceilings.memory_bytes_per_s / 1e12:.2f} TB/s; {rates}")
+    return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -207,7 +231,7 @@ def parser() -> argparse.ArgumentParser:
     w.set_defaults(func=cmd_workspace)
 
     tool = sub.add_parser("tool", help="run a tool by hand: compile, test, bench")
-    tool.add_argument("tool", choices=["compile", "test", "bench"])
+    tool.add_argument("tool", choices=["compile", "test", "bench", "profile"])
     tool.add_argument("--task", required=True)
     tool.add_argument("--workspace", required=True)
     tool.add_argument("--config", action="append", help="a config name (repeatable); default: all visible")
@@ -216,12 +240,18 @@ def parser() -> argparse.ArgumentParser:
     tool.add_argument("--timeout", type=float, default=None, help="worker time limit in seconds "
                       "(default: the task's)")
     tool.add_argument("--json", action="store_true", help="print the result model as JSON")
+    tool.add_argument("--ncu", action="store_true", help="profile: add Nsight Compute metrics (slow)")
     tool.set_defaults(func=cmd_tool)
 
     r = sub.add_parser("run", help="the main job: evaluate the suite on this machine")
     r.add_argument("--out", default="crucible-runs")
     r.add_argument("--tasks", default="*", help="a glob over task ids")
     r.set_defaults(func=cmd_run)
+
+    c = sub.add_parser("calibrate", help="measure the GPU's ceilings (copy bandwidth, matmul rates) for rooflines")
+    c.add_argument("--gpu", type=int, default=0)
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(func=cmd_calibrate)
 
     add_mcp_config_parser(sub)
     add_serve_parser(sub)

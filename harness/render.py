@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from crucible.toolkit.profiling import Profile
 from crucible.toolkit.results import Evaluation, TimingStats
 from crucible.toolkit.task import Task
 from crucible.toolkit.toolchains import BuildResult
@@ -69,4 +70,33 @@ def evaluation_text(e: Evaluation) -> str:
         lines.append(f"speedup (geomean, against {e.speedup_against}): {e.speedup:.2f}x{note}")
     if e.status in ("crash", "timeout", "exit", "oom", "error") and e.stderr_tail:
         lines.append("worker output (tail):\n" + e.stderr_tail[-1500:])
+    return "\n".join(lines)
+
+
+def profile_text(p: Profile) -> str:
+    lines = [f"{p.task} @ {p.snapshot[:12]} on {p.backend}, config {p.config}: {p.status.upper()} — "
+             f"{p.message.splitlines()[0] if p.message else ''}"]
+    t = p.timing
+    if t is not None and t.candidate is not None:
+        base = f", baseline {_us(t.baseline)} us" if t.baseline else ""
+        comp = f", torch.compile {_us(t.compiled)} us" if t.compiled else ""
+        speed = f", speedup {t.speedup:.2f}x" if t.speedup else ""
+        lines.append(f"candidate {_us(t.candidate)} us (IQR {t.candidate.iqr_us:.2f}, {t.candidate.reps} reps, "
+                     f"{t.candidate.method}){base}{comp}{speed}")
+    if p.kernels:
+        rows = [[k.name[:70], str(k.calls), f"{k.total_us:,.1f}", f"{100 * k.share:.0f}%"] for k in p.kernels[:12]]
+        lines.append(table(["kernel", "calls", "us per call", "share"], rows))
+    if p.resources:
+        rows = [[str(k["name"])[:60], _n(k["registers"]), _n(k["shared_bytes"]), _n(k["spill_stores"])]
+                for k in p.resources]
+        lines.append(table(["compiled kernel", "registers", "shared B", "spill st"], rows))
+    r = p.roofline
+    if r is not None:
+        frac = "" if r.peak_fraction is None else (f"; {100 * r.peak_fraction:.0f}% of peak ({r.bound}-bound; "
+                                                     f"{r.ceilings})")
+        lines.append(f"roofline: {r.achieved_tflops:.3g} TFLOP/s, {r.achieved_gbps:,.0f} GB/s{frac}")
+    if p.ncu:
+        for kernel, metrics in p.ncu.items():
+            lines.append(f"ncu {kernel[:60]}: " + ", ".join(f"{k}={v}" for k, v in list(metrics.items())[:8]))
+    lines += [f"note: {n}" for n in p.notes]
     return "\n".join(lines)

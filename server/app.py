@@ -34,10 +34,18 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel
 
-from crucible.toolkit.evaluation import Backend, EvalRequest, compile_snapshot, evaluate, resolve_backend
+from crucible.toolkit.evaluation import (
+    Backend,
+    EvalRequest,
+    compile_snapshot,
+    evaluate,
+    resolve_backend,
+    worker_pool,
+)
 from crucible.toolkit.profiling import Profile
 from crucible.toolkit.profiling import profile as run_profile
 from crucible.toolkit.task import Task, find_task
+from crucible.toolkit.worker import WorkerPool
 from crucible.toolkit.workspace import Snapshot, WorkspaceError, take_snapshot
 
 from .engine_calls import TimeLimitExceeded, run_engine
@@ -91,6 +99,8 @@ class ServerState:
     backend: Backend
     info: TaskInfo
     ledger: Ledger
+    pool: WorkerPool | None = None
+    """One preloaded worker kept ahead of need: an evaluation does not wait for imports and CUDA."""
     lock: anyio.Lock = field(default_factory=anyio.Lock)
 
 
@@ -218,7 +228,7 @@ async def _compile(state: ServerState, progress: Progress, rec: CallRecord) -> C
     snap = _snapshot(state, rec)
     build = await _run_locked(state, "compile", progress, f"compiling {state.task.spec.candidate}",
                               lambda on_progress, cancel: compile_snapshot(state.task, snap, state.backend,
-                                                                           cancel=cancel))
+                                                                           cancel=cancel, pool=state.pool))
     report = compile_report(build, snap.digest)
     rec.status = "ok" if report.ok else "compile_error"
     rec.summary = report.message
@@ -232,7 +242,8 @@ async def _evaluate_visible(state: ServerState, tool: str, progress: Progress, s
     request = EvalRequest(configs=configs or "visible", seeds=seeds, timing="quick", backend=state.backend)
     ev = await _run_locked(state, tool, progress, "building and checking",
                            lambda on_progress, cancel: evaluate(state.task, snap, request,
-                                                                on_progress=on_progress, cancel=cancel))
+                                                                on_progress=on_progress, cancel=cancel,
+                                                                pool=state.pool))
     return run_tests_report(ev)
 
 
@@ -261,7 +272,7 @@ def _profile_body(config: str | None, ncu: bool) -> Body:
         prof: Profile = await _run_locked(
             state, "profile", progress, f"profiling {name or 'the first config'}",
             lambda on_progress, cancel: run_profile(state.task, snap, name, ncu=ncu, backend=state.backend,
-                                            on_progress=on_progress, cancel=cancel))
+                                            on_progress=on_progress, cancel=cancel, pool=state.pool))
         rec.status, rec.summary = prof.status, f"{prof.status}: {prof.message.splitlines()[0] if prof.message else ''}"
         if prof.status == "incorrect":
             raise ToolFailure(f"profile needs a correct kernel; run_tests shows where it is wrong: {prof.message}",
@@ -369,9 +380,11 @@ def build_server(session: SessionConfig) -> MCPServer:
     @asynccontextmanager
     async def lifespan(_: MCPServer) -> AsyncIterator[ServerState]:
         ledger = Ledger(session.ledger_path)
+        pool = worker_pool(task, backend)
         try:
-            yield ServerState(session=session, task=task, backend=backend, info=info, ledger=ledger)
+            yield ServerState(session=session, task=task, backend=backend, info=info, ledger=ledger, pool=pool)
         finally:
+            pool.close()
             ledger.close()
 
     server = CrucibleServer("crucible", title="crucible: GPU kernel tools", version=_crucible_version(),

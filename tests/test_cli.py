@@ -125,3 +125,18 @@ def test_tool_test_gives_a_clear_verdict_for_a_crash_hang_or_early_exit_and_the_
     shutil.copyfile(FIXTURES / "triton2triton/vadd/solution.py", ws / "kernel.py")
     good = crucible("tool", "test", "--task", "triton2triton/vadd", "--workspace", str(ws), tasks=FIXTURES)
     assert good.returncode == 0 and ": OK —" in good.stdout, good.stdout + good.stderr
+
+
+def test_tool_profile_prints_timing_kernels_and_what_does_not_apply_on_the_cpu(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    task = find_task("triton2triton/softmax")
+    ws = workspace_with(task.id, task.file(task.spec.solution), tmp_path)
+    code = main(["tool", "profile", "--task", task.id, "--workspace", str(ws), "--config", "small_fp32"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "speedup" in out and "registers" in out and "note: cpu backend" in out
+
+
+def test_calibrate_without_a_gpu_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["calibrate"]) == 2
+    assert "NVIDIA GPU" in capsys.readouterr().err

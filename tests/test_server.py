@@ -76,11 +76,19 @@ def worker_processes() -> list[int]:
     return found
 
 
-async def wait_until_no_workers(within_s: float = 10) -> list[int]:
+async def the_spare_worker() -> set[int]:
+    """The server keeps one worker started ahead of need; the next evaluation runs in it."""
+    with anyio.fail_after(30):
+        while not worker_processes():
+            await anyio.sleep(0.05)
+    return set(worker_processes())
+
+
+async def wait_until_gone(pids: set[int], within_s: float = 10) -> set[int]:
     deadline = time.monotonic() + within_s
-    while worker_processes() and time.monotonic() < deadline:
+    while pids & set(worker_processes()) and time.monotonic() < deadline:
         await anyio.sleep(0.05)
-    return worker_processes()
+    return pids & set(worker_processes())
 
 
 # ---------------------------------------------------------------- listing and get_task
@@ -257,12 +265,13 @@ async def test_bad_arguments_are_error_results_and_never_crash_the_server(ws: Pa
 async def test_a_hanging_kernel_is_stopped_at_the_tools_time_limit_with_a_clear_error(ws: Path) -> None:
     plant(ws, "vadd_hang.py")
     async with Client(build_server(session(ws, run_tests=3))) as client:
+        busy = await the_spare_worker()
         started = time.monotonic()
         result = await client.call_tool("run_tests", {"configs": ["small"]})
         assert time.monotonic() - started < 20
         assert result.is_error
         assert text(result).startswith("run_tests exceeded its 3 s limit; the evaluation was stopped")
-        assert await wait_until_no_workers(0.5) == [], "the worker outlived the call"
+        assert await wait_until_gone(busy, 0.5) == set(), "the worker outlived the call"
         assert not (await client.call_tool("get_task", {})).is_error
     [call, _] = ledger(ws).calls()
     assert call.outcome == "timeout" and call.source_hash and call.duration_s and call.duration_s < 20
@@ -272,14 +281,15 @@ async def test_a_hanging_kernel_is_stopped_at_the_tools_time_limit_with_a_clear_
 async def test_cancelling_a_call_kills_its_worker_and_is_recorded(ws: Path, mode: str) -> None:
     plant(ws, "vadd_hang.py")
     async with Client(build_server(session(ws)), mode=mode) as client:
+        busy = await the_spare_worker()
         async with anyio.create_task_group() as tg:
             tg.start_soon(client.call_tool, "run_tests", {"configs": ["small"]})
-            with anyio.fail_after(30):
-                while not worker_processes():
+            with anyio.fail_after(30):  # the spare took the job once a new spare is started beside it
+                while len(worker_processes()) < 2:
                     await anyio.sleep(0.05)
             await anyio.sleep(0.3)
             tg.cancel_scope.cancel()
-        assert await wait_until_no_workers() == [], "the worker outlived the cancelled call"
+        assert await wait_until_gone(busy) == set(), "the worker outlived the cancelled call"
         assert not (await client.call_tool("get_task", {})).is_error
     assert ledger(ws).calls()[0].outcome == "cancelled"
 
@@ -287,7 +297,7 @@ async def test_cancelling_a_call_kills_its_worker_and_is_recorded(ws: Path, mode
 async def test_two_concurrent_evaluations_run_one_at_a_time(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     active, peak = 0, 0
 
-    def fake_evaluate(task, snapshot, request, *, on_progress, cancel) -> Evaluation:
+    def fake_evaluate(task, snapshot, request, *, on_progress, cancel, pool=None) -> Evaluation:
         nonlocal active, peak
         active += 1
         peak = max(peak, active)
