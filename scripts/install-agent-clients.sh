@@ -23,5 +23,6 @@ if ! installed claude "$CLAUDE_VERSION" || ! installed codex "$CODEX_VERSION"; t
 fi
 installed claude "$CLAUDE_VERSION" || { echo "install-agent-clients: claude $CLAUDE_VERSION did not install" >&2; exit 1; }
 installed codex "$CODEX_VERSION" || { echo "install-agent-clients: codex $CODEX_VERSION did not install" >&2; exit 1; }
-echo "claude: $(pwd)/$bin/claude ($CLAUDE_VERSION)"
-echo "codex: $(pwd)/$bin/codex ($CODEX_VERSION)"
+abs_bin=$(cd "$bin" && pwd)
+echo "claude: $abs_bin/claude ($CLAUDE_VERSION)"
+echo "codex: $abs_bin/codex ($CODEX_VERSION)"
