@@ -1,0 +1,107 @@
+"""The harness's nouns: a Run is a matrix of Sessions (agent x model x task x repeat); a Session ends with
+a SessionEnd and its Usage; its last Submission gets a Score. These models are the rows of the store
+(harness/store.py) and the contract between the runner, the agents, the scoring and the report."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+AgentName = Literal["scripted", "claude-code", "codex", "cursor", "api"]
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class RunConfig(Frozen):
+    """What `crucible run` was asked to do. Its digest guards `--resume` against a changed config."""
+
+    agent: AgentName = "scripted"
+    model: str | None = None
+    """The model the agent runs; for `scripted`, the plan (`solution`, `baseline`, `replay:FILE`)."""
+    tasks: str = "*"
+    """A glob over task ids."""
+    suite: str | None = None
+    """A named suite (overrides `tasks`)."""
+    repeats: int = Field(default=1, ge=1, le=100)
+    budget_usd: float | None = Field(default=None, gt=0)
+    """Per session."""
+    time_limit_s: float = Field(default=1800, gt=0)
+    """Per session, wall clock, the agent's part."""
+    concurrency: int = Field(default=1, ge=1, le=64)
+    sandbox: bool = True
+    """False only with an explicit --no-sandbox; recorded with the results."""
+    agent_gpu: bool = False
+    backend: Literal["auto", "cpu", "cuda", "rocm"] = "auto"
+
+    def digest(self) -> str:
+        return hashlib.sha256(json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
+
+
+class SessionSpec(Frozen):
+    """One cell of the matrix."""
+
+    run_id: str
+    task: str
+    agent: AgentName
+    model: str | None
+    repeat: int
+
+    @property
+    def id(self) -> str:
+        model = (self.model or "default").replace("/", "-").replace(":", "-")
+        return f"{self.task.replace('/', '__')}__{self.agent}__{model}__r{self.repeat}"
+
+
+EndReason = Literal["finished", "budget", "time_limit", "turn_limit", "crash", "infra_error"]
+
+
+class Usage(Frozen):
+    """Accounting for one session (see harness/clients/base.py SessionUsage for how it is parsed)."""
+
+    turns: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_usd: float | None = None
+    cost_source: Literal["cli", "price_table", "unknown", "none"] = "unknown"
+    """`none`: the scripted agent, which uses no model."""
+    wall_s: float = 0
+    tool_calls: dict[str, int] = Field(default_factory=dict)
+    """Calls by tool name, from the session ledger (the server's own record, not the agent's claim)."""
+
+
+class SessionEnd(Frozen):
+    reason: EndReason
+    message: str = ""
+    exit_code: int | None = None
+
+
+Verdict = Literal["pass", "incorrect", "compile_error", "no_submission", "timeout", "flagged", "infra_error"]
+
+
+class Score(Frozen):
+    """The final scoring of a session's last submission, in a fresh worker, visible and hidden configs."""
+
+    verdict: Verdict
+    message: str
+    compiled: bool = False
+    correct: bool | None = None
+    """Visible configs."""
+    generalizes: bool | None = None
+    """Hidden configs."""
+    speedup_visible: float | None = None
+    speedup_hidden: float | None = None
+    speedup: float | None = None
+    """Geometric mean over all configs; None unless the verdict is pass (a failure earns nothing)."""
+    speedup_against: str | None = None
+    peak_fraction: float | None = None
+    flags: list[str] = Field(default_factory=list)
+    """Integrity flags, each with its evidence."""
+    submission_hash: str | None = None
+    evaluator_version: str = ""
