@@ -5,11 +5,14 @@
     crucible workspace ID DIR [--force]          write what the agent may see
     crucible tool compile|test|bench --task ID --workspace DIR [--json]
                                                  the MCP tools' functions, by hand
-    crucible run                                 the main job (see harness/engine_run.py)
+    crucible run [--agent A] [--model M] [--tasks GLOB | --suite S] [--repeats N] [--out DIR] [--resume] ...
+                                                 the main job: agent sessions, scored (harness/run.py)
+    crucible score RUN                           re-score a run's sessions from their stored submissions
     crucible serve --task ID --workspace DIR [--transport stdio|http]
                                                  the MCP server (server/), for one task and workspace
     crucible mcp-config --client claude|codex|cursor --task ID --workspace DIR
                                                  an agent client's MCP config for `crucible serve`
+    crucible report RUN [--json] [--html FILE]   a run's results per agent/model, category and task
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from crucible.toolkit.toolchains import BuildResult
 from crucible.toolkit.workspace import WorkspaceError, materialize, take_snapshot
 
 from . import render
+from .models import RunConfig
 
 
 class UsageError(Exception):
@@ -126,10 +130,67 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    from .engine_run import run_suite
+def _run_config(args: argparse.Namespace) -> RunConfig:
+    from pydantic import ValidationError
 
-    return run_suite(Path(args.out), args.tasks)
+    model = args.model
+    if args.agent == "scripted":
+        model = model or "solution"
+        if model.startswith("replay:"):  # absolute, so --resume from another folder finds the same plan
+            model = "replay:" + str(Path(model.removeprefix("replay:")).resolve())
+    try:
+        return RunConfig(agent=args.agent, model=model, tasks=args.tasks, suite=args.suite, repeats=args.repeats,
+                         budget_usd=args.budget_usd, time_limit_s=args.time_limit, concurrency=args.concurrency,
+                         sandbox=not args.no_sandbox, agent_gpu=args.agent_gpu)
+    except ValidationError as exc:
+        raise UsageError("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())) from None
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .run import RunError, execute
+
+    config = _run_config(args)
+    try:
+        return execute(config, out=Path(args.out) if args.out else None, resume=args.resume)
+    except RunError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    from .run import RunError, rescore
+
+    try:
+        return rescore(Path(args.run))
+    except RunError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def add_run_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    r = sub.add_parser("run", help="the main job: agent sessions over the suite, scored on hidden configs",
+                       description="Run an agent over a matrix of tasks x repeats, score every session's last "
+                       "submission on the visible and hidden configs, and print a leaderboard. With no "
+                       "arguments: the scripted agent submits each task's expert solution, on every task "
+                       "this machine can run.")
+    r.add_argument("--agent", default="scripted", choices=["scripted", "claude-code", "codex", "cursor", "api"])
+    r.add_argument("--model", help="the model; for the scripted agent the plan: solution (default), baseline, "
+                   "replay:FILE")
+    r.add_argument("--tasks", default="*", help="a glob over task ids (default: all)")
+    r.add_argument("--suite", help="a named suite from tasks/suites.toml (smoke, core); overrides --tasks")
+    r.add_argument("--repeats", type=int, default=1)
+    r.add_argument("--out", help="the run folder (default: crucible-runs/<run id>; with --resume, the latest)")
+    r.add_argument("--budget-usd", type=float, default=None, help="per session")
+    r.add_argument("--time-limit", type=float, default=1800, help="per session, seconds of agent wall time")
+    r.add_argument("--concurrency", type=int, default=1, help="sessions at a time")
+    r.add_argument("--resume", action="store_true", help="continue the run in --out: finished sessions are "
+                   "kept, the rest run again (the options must be the same)")
+    r.add_argument("--no-sandbox", action="store_true", help="run CLI agents without the agent sandbox "
+                   "(recorded with the results)")
+    r.add_argument("--agent-gpu", action="store_true", help="give the agent direct access to the GPU")
+    r.set_defaults(func=cmd_run)
+
+    s = sub.add_parser("score", help="re-score every finished session of a run from its stored submissions")
+    s.add_argument("run", help="the run folder")
+    s.set_defaults(func=cmd_score)
 
 
 def cmd_mcp_config(args: argparse.Namespace) -> int:
@@ -157,6 +218,33 @@ def add_mcp_config_parser(sub: argparse._SubParsersAction[argparse.ArgumentParse
                    help="the variable holding the HTTP bearer token; the config names it, never its value")
     m.add_argument("--name", default="crucible", help="the server's name in the config (tools: mcp__NAME__*)")
     m.set_defaults(func=cmd_mcp_config)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .report import ReportError, report_for, report_text
+    from .report_html import report_html
+
+    try:
+        report = report_for(Path(args.run))
+    except ReportError as exc:
+        raise UsageError(str(exc)) from None
+    if args.html:
+        Path(args.html).write_text(report_html(report), encoding="utf-8")
+    if args.json:
+        print(report.model_dump_json(indent=2))
+    elif not args.html:
+        print(report_text(report))
+    else:
+        print(f"wrote {args.html}")
+    return 0
+
+
+def add_report_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    r = sub.add_parser("report", help="a run's results per agent/model, category and task (text, JSON or HTML)")
+    r.add_argument("run", help="the run folder (holds store.db)")
+    r.add_argument("--json", action="store_true", help="print the whole report as JSON")
+    r.add_argument("--html", metavar="FILE", help="write a self-contained HTML page with plots")
+    r.set_defaults(func=cmd_report)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -243,10 +331,7 @@ def parser() -> argparse.ArgumentParser:
     tool.add_argument("--ncu", action="store_true", help="profile: add Nsight Compute metrics (slow)")
     tool.set_defaults(func=cmd_tool)
 
-    r = sub.add_parser("run", help="the main job: evaluate the suite on this machine")
-    r.add_argument("--out", default="crucible-runs")
-    r.add_argument("--tasks", default="*", help="a glob over task ids")
-    r.set_defaults(func=cmd_run)
+    add_run_parsers(sub)
 
     c = sub.add_parser("calibrate", help="measure the GPU's ceilings (copy bandwidth, matmul rates) for rooflines")
     c.add_argument("--gpu", type=int, default=0)
@@ -255,6 +340,7 @@ def parser() -> argparse.ArgumentParser:
 
     add_mcp_config_parser(sub)
     add_serve_parser(sub)
+    add_report_parser(sub)
     return p
 
 

@@ -39,7 +39,9 @@ class RunConfig(Frozen):
     backend: Literal["auto", "cpu", "cuda", "rocm"] = "auto"
 
     def digest(self) -> str:
-        return hashlib.sha256(json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
+        """What a resumed run must share with the original; how many sessions run at once is not part of it."""
+        fields = self.model_dump(mode="json", exclude={"concurrency"})
+        return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
 
 class SessionSpec(Frozen):

@@ -75,6 +75,10 @@ class Agent(Protocol):
 
     def run(self, ctx: SessionContext, cancel: threading.Event) -> AgentResult: ...
 
+    def sandbox_tools(self) -> list[Path]:
+        """Folders the agent's client needs inside its sandbox, read-only (its CLI's install folder)."""
+        ...
+
 
 def get_agent(name: str) -> Agent:
     """The agent registered under `name`; imported lazily so a missing optional dependency of one agent

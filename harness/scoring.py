@@ -1,0 +1,151 @@
+"""Final scoring: a session's last submission, in a fresh worker, on the visible AND hidden configs.
+
+    submission folder ──take_snapshot──▶ evaluate(configs="all", fresh worker) ──▶ Evaluation
+        ──score_evaluation──▶ Score (verdict, correct / generalizes, speedups apart, peak fraction, flags)
+
+Verdicts (docs/evaluation-rules.md, "Scoring"):
+    no submission                                   no_submission
+    does not build                                  compile_error
+    the candidate crashed, exited, ran out of memory, raised   incorrect   (hung: timeout)
+    wrong on a visible config                       incorrect, correct=false
+    right on the visible configs, wrong on a hidden one        incorrect, correct=true, generalizes=false
+    right everywhere it ran                         pass, with the speedup
+    the engine could not evaluate (`infra`, `not_run`, `cancelled`) or our code raised   infra_error:
+        never the agent's failure, never a speedup of 1.0
+
+Timing is `careful` on a GPU; on the cpu backend `quick`: the interpreter's timings are labelled not
+comparable anyway, and careful timing there only makes the run slow. Configs too large for the interpreter
+are skipped and said so; `generalizes` is then decided on the hidden configs that ran.
+
+Flags (the verdict stays `pass`; the integrity checks decide `flagged` later):
+    speedup>10x:CONFIG=X     a config more than 10x faster than the baseline (comparable timings only)
+    peak_fraction>1:CONFIG=X faster than the device's measured ceiling: physically impossible
+    no_op                    the submission's kernel is the baseline (or the stub) byte for byte: no credit
+    hash_mismatch            the frozen submission's content hash differs from the one the ledger recorded
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from crucible.toolkit.evaluation import Backend, EvalRequest, evaluate, geomean
+from crucible.toolkit.results import EVALUATOR_VERSION, ConfigResult, Evaluation
+from crucible.toolkit.task import Task
+from crucible.toolkit.workspace import WorkspaceError, take_snapshot
+
+from .models import Score
+
+SPEEDUP_FLAG = 10.0
+PEAK_FLAG = 1.0
+INFRA_STATUSES = {"infra", "not_run", "cancelled"}
+CANDIDATE_FAILURES = {"crash", "exit", "oom", "error"}
+
+
+def scoring_request(backend: Backend) -> EvalRequest:
+    return EvalRequest(configs="all", timing="quick" if backend == "cpu" else "careful", backend=backend)
+
+
+def score_session(task: Task, submission: Path | None, backend: Backend, *,
+                  expected_hash: str | None = None, snapshots: Path | None = None) -> tuple[Score, Evaluation | None]:
+    """Score a frozen submission folder (None: the agent never submitted). No pool: a fresh worker, never
+    the session's, so nothing the session's candidate left behind can touch the scoring."""
+    if submission is None:
+        return Score(verdict="no_submission", message="the agent never submitted",
+                     evaluator_version=EVALUATOR_VERSION), None
+    try:
+        snapshot = take_snapshot(task, submission, store=snapshots)
+    except WorkspaceError as exc:
+        # The frozen copy is ours, written by the server: if it cannot be read, the fault is ours.
+        return Score(verdict="infra_error", message=f"the submission at {submission} cannot be read: {exc}",
+                     evaluator_version=EVALUATOR_VERSION), None
+    ev = evaluate(task, snapshot, scoring_request(backend))
+    flags = []
+    if expected_hash is not None and expected_hash != snapshot.digest:
+        flags.append(f"hash_mismatch: ledger {expected_hash[:12]}, frozen copy {snapshot.digest[:12]}")
+    if is_no_op(task, submission):
+        start = task.spec.baseline or task.spec.stub
+        flags.append(f"no_op: {task.spec.candidate} is {start} byte for byte")
+    return score_evaluation(task, ev, flags), ev
+
+
+def is_no_op(task: Task, submission: Path) -> bool:
+    start = task.spec.baseline or task.spec.stub
+    candidate = submission / task.spec.candidate
+    return start is not None and candidate.is_file() and candidate.read_bytes() == task.file(start).read_bytes()
+
+
+def score_evaluation(task: Task, ev: Evaluation, flags: list[str] | None = None) -> Score:
+    """The verdict of one final Evaluation (a pure function of it, so every branch is testable)."""
+    flags = list(flags or [])
+    base = {"submission_hash": ev.snapshot, "evaluator_version": ev.evaluator_version, "flags": flags}
+    if ev.status in INFRA_STATUSES:
+        return Score(verdict="infra_error", message=f"the evaluation could not run ({ev.status}): {ev.message}",
+                     compiled=ev.status != "compile_error", **base)
+    if ev.status == "compile_error":
+        return Score(verdict="compile_error", message=ev.message, **base)
+    if ev.status == "timeout":
+        return Score(verdict="timeout", message=ev.message, compiled=True, **base)
+    visible_names = {c.name for c in task.configs("visible")}
+    visible = [c for c in ev.configs if c.config in visible_names]
+    hidden = [c for c in ev.configs if c.config not in visible_names]
+    if ev.status in CANDIDATE_FAILURES and not ev.configs:
+        # Died before any config reported (a crash on import, an exit): nothing is known to be right.
+        return Score(verdict="incorrect", message=f"{ev.status}: {ev.message}", compiled=True, correct=False,
+                     **base)
+    correct = _all_right(visible)
+    generalizes = _all_right(hidden)
+    ran_hidden = [c for c in hidden if c.status != "skipped"]
+    where = (f"visible {_count(visible)}; hidden {_count(hidden)}"
+             + ("" if ran_hidden or not hidden else " (generalization unchecked on this backend)"))
+    sp_visible = geomean([c.speedup for c in visible if c.speedup])
+    sp_hidden = geomean([c.speedup for c in hidden if c.speedup])
+    sp_all = geomean([c.speedup for c in ev.configs if c.speedup])
+    speeds = {"speedup_visible": sp_visible, "speedup_hidden": sp_hidden, "speedup_against": ev.speedup_against}
+    flags += physics_flags(ev)
+    base["flags"] = flags
+    if correct is False:
+        return Score(verdict="incorrect", message=f"wrong on the visible configs ({where}): {ev.message}",
+                     compiled=True, correct=False, generalizes=generalizes, **speeds, **base)
+    if generalizes is False:
+        return Score(verdict="incorrect", message=f"right on the visible configs, wrong on hidden ones "
+                     f"({where}): {ev.message}", compiled=True, correct=correct, generalizes=False, **speeds,
+                     **base)
+    if correct is None and generalizes is None:
+        return Score(verdict="infra_error", message=f"no config could run on this backend ({where})",
+                     compiled=True, **base)
+    if ev.status != "ok":  # every config that ran passed, yet the status says otherwise: a bug of ours
+        return Score(verdict="infra_error", message=f"inconsistent evaluation: status {ev.status} with every "
+                     f"config right ({where}): {ev.message}", compiled=True, **base)
+    timing = "" if ev.timing_comparable else "; timings not comparable on this backend"
+    speed = "" if sp_all is None else f"; speedup {sp_all:.3g}x against the {ev.speedup_against}{timing}"
+    return Score(verdict="pass", message=f"correct ({where}){speed}", compiled=True, correct=True,
+                 generalizes=generalizes, speedup=sp_all, peak_fraction=_peak(ev.configs), **speeds, **base)
+
+
+def _all_right(configs: list[ConfigResult]) -> bool | None:
+    """True when every config that ran passed; None when none ran (all skipped, or none asked)."""
+    ran = [c for c in configs if c.status != "skipped"]
+    return all(c.status == "pass" for c in ran) if ran else None
+
+
+def _count(configs: list[ConfigResult]) -> str:
+    ran = [c for c in configs if c.status != "skipped"]
+    passed = sum(c.status == "pass" for c in ran)
+    skipped = len(configs) - len(ran)
+    return f"{passed}/{len(ran)} right" + (f", {skipped} skipped as too large for this backend" if skipped else "")
+
+
+def _peak(configs: list[ConfigResult]) -> float | None:
+    fractions = [c.peak_fraction for c in configs if c.peak_fraction is not None]
+    return geomean(fractions) if fractions else None
+
+
+def physics_flags(ev: Evaluation) -> list[str]:
+    """Figures too good to be true; only on comparable timings (the interpreter's say nothing)."""
+    if not ev.timing_comparable:
+        return []
+    flags = [f"speedup>{SPEEDUP_FLAG:g}x: {c.config} {c.speedup:.3g}x" for c in ev.configs
+             if c.speedup is not None and c.speedup > SPEEDUP_FLAG]
+    flags += [f"peak_fraction>{PEAK_FLAG:g}: {c.config} {c.peak_fraction:.3g}" for c in ev.configs
+              if c.peak_fraction is not None and c.peak_fraction > PEAK_FLAG]
+    return flags

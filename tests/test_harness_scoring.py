@@ -1,0 +1,116 @@
+"""Final scoring's verdicts, from synthetic evaluations (every branch) and from real ones (planted kernels)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from crucible.harness.scoring import score_evaluation, score_session
+from crucible.toolkit.results import ConfigResult, Evaluation
+from crucible.toolkit.task import Task, find_task
+
+HERE = Path(__file__).resolve().parent
+FIXTURES = HERE / "fixtures" / "tasks"
+
+
+@pytest.fixture(scope="module")
+def task() -> Task:
+    return find_task("triton2triton/vadd", FIXTURES)  # visible: small, half; hidden: tail, big
+
+
+def cfg(name: str, status: str = "pass", speedup: float | None = 2.0, peak: float | None = None) -> ConfigResult:
+    return ConfigResult(config=name, status=status, speedup=speedup, peak_fraction=peak)  # type: ignore[arg-type]
+
+
+def ev(status: str = "ok", configs: list[ConfigResult] | None = None, comparable: bool = True) -> Evaluation:
+    return Evaluation(task="triton2triton/vadd", snapshot="abc123", backend="cuda", status=status,  # type: ignore[arg-type]
+                      message=f"status {status}", configs=configs or [], timing_comparable=comparable,
+                      speedup_against="baseline")
+
+
+def test_right_everywhere_passes_with_visible_and_hidden_speedups_apart(task: Task) -> None:
+    score = score_evaluation(task, ev(configs=[cfg("small", speedup=2), cfg("half", speedup=2),
+                                               cfg("tail", speedup=8), cfg("big", speedup=8)]))
+    assert score.verdict == "pass" and score.correct and score.generalizes
+    assert score.speedup_visible == pytest.approx(2) and score.speedup_hidden == pytest.approx(8)
+    assert score.speedup == pytest.approx(4) and score.flags == []
+
+
+def test_right_on_visible_but_wrong_on_hidden_is_incorrect_and_does_not_generalize(task: Task) -> None:
+    score = score_evaluation(task, ev("incorrect", [cfg("small"), cfg("half"), cfg("tail", "fail"), cfg("big")]))
+    assert (score.verdict, score.correct, score.generalizes, score.speedup) == ("incorrect", True, False, None)
+
+
+def test_wrong_on_a_visible_config_is_incorrect(task: Task) -> None:
+    score = score_evaluation(task, ev("incorrect", [cfg("small", "fail"), cfg("half"), cfg("tail"), cfg("big")]))
+    assert (score.verdict, score.correct, score.speedup) == ("incorrect", False, None)
+
+
+def test_a_candidate_that_raises_on_a_hidden_config_only_does_not_generalize(task: Task) -> None:
+    score = score_evaluation(task, ev("error", [cfg("small"), cfg("half"), cfg("tail", "error")]))
+    assert (score.verdict, score.correct, score.generalizes) == ("incorrect", True, False)
+
+
+@pytest.mark.parametrize(("status", "verdict"), [("crash", "incorrect"), ("exit", "incorrect"), ("oom", "incorrect"),
+                                                 ("error", "incorrect"), ("timeout", "timeout"),
+                                                 ("compile_error", "compile_error")])
+def test_a_candidate_that_dies_before_reporting_gets_the_matching_verdict(task: Task, status: str, verdict: str) -> None:
+    score = score_evaluation(task, ev(status))
+    assert score.verdict == verdict and score.speedup is None
+
+
+@pytest.mark.parametrize("status", ["infra", "not_run", "cancelled"])
+def test_an_evaluation_that_could_not_run_is_an_infra_error_never_a_speedup(task: Task, status: str) -> None:
+    score = score_evaluation(task, ev(status))
+    assert score.verdict == "infra_error" and score.speedup is None
+
+
+def test_skipped_hidden_configs_leave_generalization_decided_on_those_that_ran(task: Task) -> None:
+    score = score_evaluation(task, ev(configs=[cfg("small"), cfg("half"), cfg("tail"),
+                                               cfg("big", "skipped", speedup=None)]))
+    assert score.verdict == "pass" and score.generalizes is True
+    assert "hidden 1/1 right, 1 skipped" in score.message
+
+
+def test_impossible_figures_are_flagged_but_the_verdict_stays_pass(task: Task) -> None:
+    score = score_evaluation(task, ev(configs=[cfg("small", speedup=12), cfg("half", peak=1.3), cfg("tail")]))
+    assert score.verdict == "pass"
+    assert any(f.startswith("speedup>10x: small") for f in score.flags)
+    assert any(f.startswith("peak_fraction>1: half") for f in score.flags)
+
+
+def test_interpreter_timings_raise_no_physics_flag(task: Task) -> None:
+    score = score_evaluation(task, ev(configs=[cfg("small", speedup=40), cfg("half")], comparable=False))
+    assert score.verdict == "pass" and score.flags == []
+
+
+def test_no_submission_scores_no_submission(task: Task) -> None:
+    score, evaluation = score_session(task, None, "cpu")
+    assert score.verdict == "no_submission" and evaluation is None
+
+
+def submission_with(task: Task, kernel: Path, dest: Path) -> Path:
+    dest.mkdir()
+    shutil.copyfile(kernel, dest / task.spec.candidate)
+    return dest
+
+
+def test_a_planted_wrong_kernel_scores_incorrect(task: Task, tmp_path: Path) -> None:
+    sub = submission_with(task, HERE / "planted" / "vadd_wrong.py", tmp_path / "wrong")
+    score, evaluation = score_session(task, sub, "cpu")
+    assert score.verdict == "incorrect" and score.correct is False
+    assert evaluation is not None and {c.config for c in evaluation.configs} == {"small", "half", "tail", "big"}
+
+
+def test_a_submission_that_is_the_baseline_byte_for_byte_is_flagged_no_op(task: Task, tmp_path: Path) -> None:
+    sub = submission_with(task, task.file("baseline.py"), tmp_path / "same")
+    score, _ = score_session(task, sub, "cpu")
+    assert score.verdict == "pass" and any(f.startswith("no_op") for f in score.flags)
+
+
+def test_a_frozen_submission_that_changed_after_submit_is_flagged(task: Task, tmp_path: Path) -> None:
+    sub = submission_with(task, task.file("solution.py"), tmp_path / "changed")
+    score, _ = score_session(task, sub, "cpu", expected_hash="0" * 64)
+    assert any(f.startswith("hash_mismatch") for f in score.flags)

@@ -1,0 +1,124 @@
+"""One session's lifecycle: what the agent is handed, how a session ends (finished, time limit, a bug of ours),
+and that an infrastructure failure is recorded apart, with its traceback."""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from crucible.harness.agents import AgentResult, SessionContext
+from crucible.harness.agents.scripted import AGENT as SCRIPTED
+from crucible.harness.models import RunConfig, SessionEnd, SessionSpec, Usage
+from crucible.harness.session import run_session
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "tasks"
+TASK = "triton2triton/vadd"
+
+
+@pytest.fixture(autouse=True)
+def _fixture_suite(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CRUCIBLE_TASKS", str(FIXTURES))
+
+
+def spec(model: str) -> SessionSpec:
+    return SessionSpec(run_id="r", task=TASK, agent="scripted", model=model, repeat=1)
+
+
+def status_of(url: str, headers: dict[str, str]) -> int:
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}).encode()
+    request = urllib.request.Request(url, data=body, method="POST", headers={
+        "content-type": "application/json", "accept": "application/json, text/event-stream", **headers})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+class Inspecting:
+    """An agent that records what it was handed and checks the endpoint's guard, then does nothing."""
+
+    name = "scripted"
+
+    def __init__(self) -> None:
+        self.seen: dict[str, object] = {}
+
+    def preflight(self, config: RunConfig) -> None: ...
+
+    def run(self, ctx: SessionContext, cancel: threading.Event) -> AgentResult:
+        self.seen = {"ctx": ctx, "home_empty": not any(ctx.home.iterdir()),
+                     "workspace": sorted(p.name for p in ctx.workspace.iterdir()),
+                     "no_token": status_of(ctx.mcp_url, {}),
+                     "token": status_of(ctx.mcp_url, {"authorization": f"Bearer {ctx.token}"})}
+        return AgentResult(end=SessionEnd(reason="finished"), usage=Usage(turns=1, cost_source="none"))
+
+
+class Broken:
+    name = "scripted"
+
+    def preflight(self, config: RunConfig) -> None: ...
+
+    def run(self, ctx: SessionContext, cancel: threading.Event) -> AgentResult:
+        raise RuntimeError("a bug in the adapter")
+
+
+def test_the_agent_gets_a_fresh_home_the_visible_workspace_and_a_token_guarded_endpoint(tmp_path: Path) -> None:
+    agent = Inspecting()
+    record = run_session(spec("x"), RunConfig(), agent, run_dir=tmp_path, backend="cpu",  # type: ignore[arg-type]
+                         sandbox=lambda ws, home: ["sandbox-of", str(ws)])
+    seen = agent.seen
+    ctx = seen["ctx"]
+    assert isinstance(ctx, SessionContext)
+    assert ctx.mcp_url.startswith("http://127.0.0.1:") and ctx.mcp_url.endswith("/mcp")
+    assert seen["no_token"] == 401 and seen["token"] == 200
+    assert seen["home_empty"] and seen["workspace"] == ["PROMPT.md", "baseline.py", "kernel.py", "reference.py",
+                                                         "task.json"]
+    assert ctx.sandbox_prefix == ["sandbox-of", str(ctx.workspace)]
+    assert TASK in ctx.prompt and "submit" in ctx.prompt and ctx.token not in ctx.prompt
+    folder = tmp_path / "sessions" / spec("x").id
+    assert ctx.session_dir == folder and not ctx.workspace.is_relative_to(folder / "ledger.db")
+    assert record.session.state == "done" and record.score is not None
+    assert record.score.score.verdict == "no_submission"
+
+
+def test_a_bug_in_the_agent_adapter_is_an_infra_error_with_its_traceback_and_no_score(tmp_path: Path) -> None:
+    record = run_session(spec("x"), RunConfig(), Broken(), run_dir=tmp_path, backend="cpu",  # type: ignore[arg-type]
+                         sandbox=lambda ws, home: [])
+    assert record.session.state == "infra_error" and record.session.end_reason == "infra_error"
+    assert "a bug in the adapter" in record.session.end_message and record.score is None
+    error = (tmp_path / "sessions" / spec("x").id / "error.txt").read_text()
+    assert "Traceback" in error and "RuntimeError: a bug in the adapter" in error
+
+
+def test_an_unknown_task_is_an_infra_error_not_a_crash_of_the_run(tmp_path: Path) -> None:
+    bad = SessionSpec(run_id="r", task="triton2triton/nope", agent="scripted", model="solution", repeat=1)
+    record = run_session(bad, RunConfig(), SCRIPTED, run_dir=tmp_path, backend="cpu", sandbox=lambda ws, home: [])
+    assert record.session.state == "infra_error" and "nope" in record.session.end_message
+
+
+def test_a_session_past_its_time_limit_ends_as_time_limit_and_is_still_scored(tmp_path: Path) -> None:
+    plan = tmp_path / "slow.json"
+    plan.write_text(json.dumps([{"call": {"tool": "run_tests"}}] * 50))
+    config = RunConfig(model=f"replay:{plan}", time_limit_s=2)
+    record = run_session(spec(config.model or ""), config, SCRIPTED, run_dir=tmp_path, backend="cpu",
+                         sandbox=lambda ws, home: [])
+    assert record.session.end_reason == "time_limit" and record.session.state == "done"
+    assert record.usage.turns < 50 and record.usage.wall_s < 30
+    assert record.score is not None and record.score.score.verdict == "no_submission"
+    assert all(c.tool == "run_tests" for c in record.tool_calls)
+
+
+def test_an_interrupted_run_leaves_the_session_for_resume(tmp_path: Path) -> None:
+    from crucible.harness.session import SessionInterrupted
+
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(SessionInterrupted):
+        run_session(spec("solution"), RunConfig(), SCRIPTED, run_dir=tmp_path, backend="cpu",
+                    sandbox=lambda ws, home: [], stop=stop)
