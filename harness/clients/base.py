@@ -3,13 +3,14 @@ what a finished run cost (`SessionUsage`), plus the price table used when a CLI 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import sys
 import tomllib
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from functools import cache
 from importlib.resources import files
 from pathlib import Path
@@ -229,3 +230,18 @@ def find_binary(binary: str, install_hint: str) -> str:
     if found is None:
         raise ClientError(f"`{binary}` is not installed: {install_hint}")
     return str(Path(found).absolute())
+
+
+def json_events(lines: Iterable[str], usage: SessionUsage) -> Iterator[dict]:
+    """The JSON objects of a client's event stream; other lines (warnings printed on stdout) are counted in
+    `usage.unparsed_lines` and skipped."""
+    for line in lines:
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            usage.unparsed_lines += bool(line.strip())
+            continue
+        if not isinstance(event, dict):
+            usage.unparsed_lines += 1
+            continue
+        yield event

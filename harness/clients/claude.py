@@ -15,7 +15,16 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .base import ClientError, HeadlessSpec, McpServer, SessionUsage, StdioServer, ToolCall, check_server_name
+from .base import (
+    ClientError,
+    HeadlessSpec,
+    McpServer,
+    SessionUsage,
+    StdioServer,
+    ToolCall,
+    check_server_name,
+    json_events,
+)
 
 NAME = "claude"
 BINARY = "claude"
@@ -105,15 +114,7 @@ def parse_events(lines: Iterable[str], model: str | None = None) -> SessionUsage
     `model` is a fallback: the init event names the model."""
     usage = SessionUsage(client=NAME, model=model)
     calls: dict[str, ToolCall] = {}
-    for line in lines:
-        try:
-            event = json.loads(line)
-        except json.JSONDecodeError:
-            usage.unparsed_lines += bool(line.strip())
-            continue
-        if not isinstance(event, dict):
-            usage.unparsed_lines += 1
-            continue
+    for event in json_events(lines, usage):
         kind = event.get("type")
         content = (event.get("message") or {}).get("content")
         if kind == "system" and event.get("subtype") == "init":

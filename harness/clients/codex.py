@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .base import HeadlessSpec, McpServer, SessionUsage, StdioServer, ToolCall, check_server_name
+from .base import HeadlessSpec, McpServer, SessionUsage, StdioServer, ToolCall, check_server_name, json_events
 
 NAME = "codex"
 BINARY = "codex"
@@ -103,15 +103,7 @@ _BUILTIN_ITEMS = {"command_execution": "shell", "file_change": "apply_patch", "w
 def parse_events(lines: Iterable[str], model: str | None = None) -> SessionUsage:
     """`model`: the one the run asked for; Codex's events do not name it, and the price depends on it."""
     usage = SessionUsage(client=NAME, model=model, reasoning_tokens=0)
-    for line in lines:
-        try:
-            event = json.loads(line)
-        except json.JSONDecodeError:
-            usage.unparsed_lines += bool(line.strip())
-            continue
-        if not isinstance(event, dict):
-            usage.unparsed_lines += 1
-            continue
+    for event in json_events(lines, usage):
         kind = event.get("type")
         item = event.get("item") or {}
         if kind == "item.completed" and item.get("type") == "mcp_tool_call":

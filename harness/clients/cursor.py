@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from .base import HeadlessSpec, McpServer, SessionUsage, StdioServer, ToolCall, check_server_name
+from .base import HeadlessSpec, McpServer, SessionUsage, StdioServer, ToolCall, check_server_name, json_events
 
 NAME = "cursor"
 BINARY = "agent"
@@ -85,15 +85,7 @@ def parse_events(lines: Iterable[str], model: str | None = None) -> SessionUsage
     """`model` prices the run when the stream names none (the init event does, unless it says `Auto`)."""
     usage = SessionUsage(client=NAME, model=model)
     model_calls: set[str] = set()
-    for line in lines:
-        try:
-            event = json.loads(line)
-        except json.JSONDecodeError:
-            usage.unparsed_lines += bool(line.strip())
-            continue
-        if not isinstance(event, dict):
-            usage.unparsed_lines += 1
-            continue
+    for event in json_events(lines, usage):
         kind = event.get("type")
         if event.get("model_call_id"):
             model_calls.add(event["model_call_id"])  # one per model call that led to tool calls
