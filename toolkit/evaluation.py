@@ -25,6 +25,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .devices import LeaseCancelled, gpu_lease
 from .hardware import peak_fraction
 from .results import ConfigResult, DeviceInfo, Evaluation, KernelTime, Status
 from .task import Config, Task, output_shape
@@ -213,12 +214,18 @@ def with_peak_fraction(result: ConfigResult, device: DeviceInfo, task: Task) -> 
 def _run(task: Task, kind: str, payload: dict, backend: Backend, request: EvalRequest,
          on_progress: Callable[[dict], None] | None, cancel: threading.Event | None,
          pool: WorkerPool | None = None) -> WorkerOutcome:
-    if pool is not None and pool.backend == backend:
-        return pool.run_job(kind, payload, timeout_s=request.timeout_s, on_progress=on_progress, cancel=cancel)
-    with tempfile.TemporaryDirectory(prefix="crucible-worker-") as scratch:
-        return run_job(kind, payload, limits=_limits(task, request.timeout_s), backend=backend,
-                       gpu=request.gpu if request.gpu is not None else (0 if backend != "cpu" else None),
-                       scratch=Path(scratch), env=_worker_env(), on_progress=on_progress, cancel=cancel)
+    gpu = request.gpu if request.gpu is not None else (0 if backend != "cpu" else None)
+    try:
+        with gpu_lease(backend, gpu, cancel):
+            if pool is not None and pool.backend == backend:
+                return pool.run_job(kind, payload, timeout_s=request.timeout_s, on_progress=on_progress,
+                                    cancel=cancel)
+            with tempfile.TemporaryDirectory(prefix="crucible-worker-") as scratch:
+                return run_job(kind, payload, limits=_limits(task, request.timeout_s), backend=backend, gpu=gpu,
+                               scratch=Path(scratch), env=_worker_env(), on_progress=on_progress, cancel=cancel)
+    except LeaseCancelled as exc:
+        return WorkerOutcome(status="cancelled", result=None, message=str(exc), exit_code=None, signal=None,
+                             stderr_tail="", seconds=0.0, isolation={})
 
 
 def summarize(configs: list[ConfigResult], task: Task) -> tuple[Status, str]:
