@@ -163,7 +163,9 @@ def _fingerprint(t: torch.Tensor) -> tuple:
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
-    return t.detach().contiguous().view(torch.uint8) if t.dtype != torch.bool else t.detach().clone()
+    # reshape(-1) first: a "contiguous" tensor may keep odd strides on size-1 dimensions, which view(dtype)
+    # refuses; the flat copy or view has stride 1.
+    return t.detach().contiguous().reshape(-1).view(torch.uint8) if t.dtype != torch.bool else t.detach().clone()
 
 
 def run_checked(kernel: Kernel, case: Case, outputs: list[torch.Tensor]) -> list[str]:
