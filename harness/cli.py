@@ -2,6 +2,10 @@
 
     crucible tasks [--json]                      list the suite
     crucible tasks show ID [--json]              one task, visible part only
+    crucible tasks validate [ID...] [--json] [--table FILE]
+                                                 prove tasks sound: reference, baseline, expert solution
+    crucible import kernelbench PATH... [--out tasks/] [--category C] [--rules FILE]
+                                                 KernelBench problems -> PyTorch-to-kernel task folders
     crucible workspace ID DIR [--force]          write what the agent may see
     crucible tool compile|test|bench --task ID --workspace DIR [--json]
                                                  the MCP tools' functions, by hand
@@ -46,11 +50,13 @@ def _task(task_id: str) -> Task:
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
+    if args.action == "validate":
+        return cmd_validate(args)
     tasks, errors = discover_tasks()
     if args.action == "show":
-        if not args.id:
-            raise UsageError("`crucible tasks show` needs a task id; `crucible tasks` lists them")
-        task = _task(args.id)
+        if len(args.id) != 1:
+            raise UsageError("`crucible tasks show` needs one task id; `crucible tasks` lists them")
+        task = _task(args.id[0])
         visible = task.spec.visible()
         if args.json:
             print(json.dumps(visible, indent=2))
@@ -66,6 +72,50 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     for err in errors:
         print(err, file=sys.stderr)
     return 1 if errors else 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from crucible.toolkit.evaluation import resolve_backend
+    from crucible.toolkit.validation import load_failure, markdown_table, validate, validation_text
+
+    backend = resolve_backend(args.backend)
+    tasks, errors = discover_tasks()
+    known = {t.id for t in tasks} | {f"{e.root.parent.name}/{e.root.name}" for e in errors}
+    unknown = [i for i in args.id if i not in known]
+    if unknown:
+        raise UsageError(f"no task {unknown[0]!r}; known tasks: {', '.join(sorted(known))}")
+    results = []
+    for task_id in args.id or sorted(known):
+        try:
+            task = find_task(task_id)
+        except TaskError as exc:  # a broken task folder is a failed validation, listed with the rest
+            results.append(load_failure(task_id, exc, backend))
+        else:
+            results.append(validate(task, backend, seeds=args.seeds,
+                                    on_progress=None if args.json else lambda m: print(m, file=sys.stderr)))
+        if not args.json:
+            print(validation_text(results[-1]), flush=True)
+    if args.json:
+        print(json.dumps([r.model_dump(mode="json") for r in results], indent=2))
+    if args.table:
+        Path(args.table).write_text(markdown_table(results), encoding="utf-8")
+        print(f"wrote {args.table}", file=sys.stderr)
+    return 1 if any(r.status == "fail" for r in results) else 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from .importers import ImporterError, get_importer
+
+    try:
+        importer = get_importer(args.format)
+        written = importer(paths=[Path(p) for p in args.paths], out=Path(args.out), category=args.category,
+                           rules=Path(args.rules) if args.rules else None,
+                           solution=Path(args.solution) if args.solution else None, force=args.force)
+    except ImporterError as exc:
+        raise UsageError(str(exc)) from None
+    for report in written:
+        print(report)
+    return 0
 
 
 def cmd_workspace(args: argparse.Namespace) -> int:
@@ -306,11 +356,28 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="crucible", description="An arena where AI agents optimize GPU kernels.")
     sub = p.add_subparsers(dest="command", required=True)
 
-    t = sub.add_parser("tasks", help="list the task suite, or show one task")
-    t.add_argument("action", nargs="?", choices=["list", "show"], default="list")
-    t.add_argument("id", nargs="?")
+    t = sub.add_parser("tasks", help="list the task suite, show one task, or validate tasks")
+    t.add_argument("action", nargs="?", choices=["list", "show", "validate"], default="list")
+    t.add_argument("id", nargs="*", help="show: one task id; validate: task ids (default: every task)")
     t.add_argument("--json", action="store_true")
+    t.add_argument("--table", metavar="FILE", help="validate: write a Markdown table (baseline and expert "
+                   "times, speedup, peak fraction, verdict per task)")
+    t.add_argument("--backend", choices=["auto", "cpu", "cuda", "rocm"], default="auto")
+    t.add_argument("--seeds", type=int, default=None, help="validate: seeds per config (default: the task's)")
     t.set_defaults(func=cmd_tasks)
+
+    imp = sub.add_parser("import", help="turn problems of another benchmark into task folders")
+    imp.add_argument("format", choices=["kernelbench"])
+    imp.add_argument("paths", nargs="+", metavar="PATH", help="problem files (a `Model`, `get_inputs`, "
+                     "`get_init_inputs`)")
+    imp.add_argument("--out", default="tasks", help="the suite folder; each task goes to OUT/<category>/<slug>")
+    imp.add_argument("--category", choices=["torch2triton", "torch2cuda"], default="torch2triton")
+    imp.add_argument("--rules", help="the rules that make the hidden configs (default: "
+                     "harness/importers/kernelbench_rules.toml; copy and edit it)")
+    imp.add_argument("--solution", help="an expert solution to copy in (one PATH only); without it the task "
+                     "is written without one and `crucible tasks validate` says it needs one")
+    imp.add_argument("--force", action="store_true", help="overwrite existing task folders")
+    imp.set_defaults(func=cmd_import)
 
     w = sub.add_parser("workspace", help="write a task's workspace (what the agent sees)")
     w.add_argument("id")

@@ -9,4 +9,5 @@ JOBS: dict[str, str] = {
     "triton_build": "crucible.toolkit.runtime:run_triton_build",
     "ncu": "crucible.toolkit.ncu:run_ncu_job",
     "calibrate": "crucible.toolkit.calibration:run_calibration",
+    "validate_reference": "crucible.toolkit.validation:run_reference_checks",
 }

@@ -8,7 +8,8 @@ A task is a folder `tasks/<category>/<slug>/`:
     baseline.*    the kernel to improve (X2X tasks); absent for torch2X (the reference is the baseline)
     stub.*        the file the agent starts from in torch2X tasks
     hidden.toml   the unseen configs                                          (never shown)
-    solution.*    an expert solution                                          (never shown)
+    solution.*    an expert solution                                          (never shown; an imported task
+                  may not have one yet, and validation fails it until it does)
 
 The candidate follows destination-passing style in every language: it is called as
 `entry(*inputs, *outputs, **params)` (Triton) or `entry(in_ptrs..., out_ptrs..., params..., stream)`
@@ -177,8 +178,9 @@ class TaskSpec(Frozen):
     """X2X tasks: the given kernel; the workspace's candidate starts as a copy of it."""
     stub: str | None = None
     """torch2X tasks: the starting file of the candidate."""
-    solution: str
-    """The expert solution's file name (never shown)."""
+    solution: str | None = None
+    """The expert solution's file name (never shown). Only an imported task may lack one for a while:
+    `crucible tasks validate` fails it ("needs an expert solution") until one is written."""
     signature: Signature
     tolerance: Tolerances = Field(default_factory=Tolerances)
     configs: list[Config] = Field(min_length=1)

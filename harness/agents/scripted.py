@@ -78,6 +78,9 @@ def plan_steps(plan: str, task_id: str) -> list[Step]:
     """The steps of a plan for one task (the harness's side: it may read the task folder)."""
     if plan == "solution":
         task = find_task(task_id)
+        if task.spec.solution is None:
+            raise AgentUnavailable(f"{task_id} has no expert solution yet (an imported task?): the scripted "
+                                   "`solution` plan cannot run on it")
         content = task.file(task.spec.solution).read_text()
         return [_call("get_task"), Step(write=Write(file=task.spec.candidate, content=content)),
                 _call("compile"), _call("run_tests"), _call("submit", note="the expert solution")]
