@@ -191,10 +191,7 @@ def drive(agent: Agent, ctx: SessionContext, stop: threading.Event | None) -> tu
 
 
 def _tool_calls(spec: SessionSpec, ledger: Ledger) -> list[ToolCallRow]:
-    return [ToolCallRow(session_id=spec.id, call_id=c.id, tool=c.tool, arguments=c.arguments,
-                        source_hash=c.source_hash, started_at=c.started_at, duration_s=c.duration_s,
-                        outcome=c.outcome, status=c.status, summary=c.summary, error=c.error)
-            for c in ledger.calls()]
+    return [ToolCallRow(session_id=spec.id, call_id=c.id, **c.model_dump(exclude={"id"})) for c in ledger.calls()]
 
 
 def _submissions(spec: SessionSpec, ledger: Ledger) -> list[SubmissionRecord]:

@@ -114,6 +114,8 @@ class SessionRow(Row):
 
 
 class ToolCallRow(Row):
+    """A row of the session ledger's `calls` (server/ledger.py CallRow), keyed by session and call number."""
+
     session_id: str
     call_id: int
     tool: str
