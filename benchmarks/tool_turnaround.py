@@ -1,11 +1,12 @@
 """Turnaround of `crucible tool test` for a Triton candidate whose build is cached, and the expert
 solutions' speedups over their baselines (`crucible tool bench`), for every task of the suite.
 
-Run: python3 benchmarks/tool_turnaround.py
+Run: python3 benchmarks/tool_turnaround.py [--tasks ID ...]   (default: every task)
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import subprocess
@@ -41,7 +42,10 @@ def workspace(task_id: str, plan: str, root: Path) -> Path:
 def main() -> None:
     from crucible.toolkit.task import discover_tasks
 
-    tasks, _ = discover_tasks()
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--tasks", nargs="*", help="task ids (default: every task)")
+    args = p.parse_args()
+    tasks = [t for t in discover_tasks()[0] if not args.tasks or t.id in args.tasks]
     figures: dict = {"turnaround": {}, "speedups": {}}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -65,7 +69,7 @@ def main() -> None:
                   f"{bench['status']} speedup {bench['speedup']} vs {bench['speedup_against']}")
     from common import write
 
-    write("tool_turnaround", figures, "python3 benchmarks/tool_turnaround.py")
+    write("tool_turnaround", figures, "python3 " + " ".join(sys.argv))
 
 
 if __name__ == "__main__":

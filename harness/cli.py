@@ -25,6 +25,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from crucible.toolkit.evaluation import EvalRequest, compile_snapshot, evaluate
@@ -76,7 +77,13 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from crucible.toolkit.evaluation import resolve_backend
-    from crucible.toolkit.validation import load_failure, markdown_table, validate, validation_text
+    from crucible.toolkit.validation import (
+        TaskValidation,
+        load_failure,
+        markdown_table,
+        validate,
+        validation_text,
+    )
 
     backend = resolve_backend(args.backend)
     tasks, errors = discover_tasks()
@@ -84,21 +91,29 @@ def cmd_validate(args: argparse.Namespace) -> int:
     unknown = [i for i in args.id if i not in known]
     if unknown:
         raise UsageError(f"no task {unknown[0]!r}; known tasks: {', '.join(sorted(known))}")
-    results = []
-    for task_id in args.id or sorted(known):
+    def one(task_id: str) -> TaskValidation:
         try:
             task = find_task(task_id)
         except TaskError as exc:  # a broken task folder is a failed validation, listed with the rest
-            results.append(load_failure(task_id, exc, backend))
-        else:
-            results.append(validate(task, backend, seeds=args.seeds,
-                                    on_progress=None if args.json else lambda m: print(m, file=sys.stderr)))
-        if not args.json:
-            print(validation_text(results[-1]), flush=True)
+            return load_failure(task_id, exc, backend)
+        return validate(task, backend, seeds=args.seeds,
+                        on_progress=None if args.json else lambda m: print(m, file=sys.stderr))
+
+    # Tasks side by side (--jobs): builds and CPU work overlap; every GPU job still holds the device's lease,
+    # so no two timings share the GPU. The table is rewritten as each task ends, so a killed run keeps it.
+    results: list[TaskValidation] = []
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        for result in as_completed([pool.submit(one, i) for i in args.id or sorted(known)]):
+            done = result.result()
+            results.append(done)
+            results.sort(key=lambda r: r.task)
+            if not args.json:
+                print(validation_text(done), flush=True)
+            if args.table:
+                Path(args.table).write_text(markdown_table(results), encoding="utf-8")
     if args.json:
         print(json.dumps([r.model_dump(mode="json") for r in results], indent=2))
     if args.table:
-        Path(args.table).write_text(markdown_table(results), encoding="utf-8")
         print(f"wrote {args.table}", file=sys.stderr)
     return 1 if any(r.status == "fail" for r in results) else 0
 
@@ -352,6 +367,16 @@ def add_serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     s.set_defaults(func=cmd_serve)
 
 
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is too small: give 1 or more")
+    return value
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="crucible", description="An arena where AI agents optimize GPU kernels.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -364,6 +389,8 @@ def parser() -> argparse.ArgumentParser:
                    "times, speedup, peak fraction, verdict per task)")
     t.add_argument("--backend", choices=["auto", "cpu", "cuda", "rocm"], default="auto")
     t.add_argument("--seeds", type=int, default=None, help="validate: seeds per config (default: the task's)")
+    t.add_argument("--jobs", type=positive_int, default=1, metavar="K",
+                   help="validate: tasks validated side by side (builds overlap; GPU jobs still take turns)")
     t.set_defaults(func=cmd_tasks)
 
     imp = sub.add_parser("import", help="turn problems of another benchmark into task folders")

@@ -1,32 +1,68 @@
 #!/usr/bin/env bash
-# Ready an offline GPU machine and run the GPU test suite and the benchmarks there.
+# Ready an offline GPU machine and run the GPU test suite, the task validation, the benchmarks and a scripted
+# run there.
 #
-#   scripts/fetch-gpu-wheels.sh          # here, once: wheels for what the GPU image lacks -> .whl/
-#   scripts/gpu-check.sh [tests|bench|all] [pytest args...]   # there (device tool: carry .whl)
+#   scripts/fetch-gpu-wheels.sh                      # here, once: wheels the GPU image lacks -> .whl/
+#   scripts/gpu-check.sh [STEP,STEP,...] [-- pytest args...]   # there (device tool: carry .whl)
 #
-# Figures land in benchmarks/results/ and, when $OUT is set, are copied there too.
+# Steps (default: all, in this order):
+#   validate  crucible tasks validate --jobs 3 on every task (or $TASKS) -> benchmarks/results/validation.md
+#   tests     pytest -m gpu (the per-task expert/baseline tests are left to `validate` unless FULL=1)
+#   bench     timing repeatability and accuracy, tool turnaround, the MCP round trip
+#   run       crucible run --no-sandbox --suite core (the scripted expert plan), and its report
+# Each step runs under `timeout $STEP_TIMEOUT` (default 540 s). Logs and figures land in benchmarks/results/
+# and, when $OUT is set, as $OUT/gpu-results.tgz (the device tool returns at most 8 files).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
-what=${1:-all}; shift || true
+steps=${1:-validate,tests,bench,run}; shift || true
+[[ ${1:-} == -- ]] && shift
 site=/tmp/crucible-site
+logs=benchmarks/results/logs
+mkdir -p "$logs"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" .whl/*.whl \
   || { echo "installing the wheels failed: run scripts/fetch-gpu-wheels.sh first and carry .whl"; exit 3; }
 # The crucible.* namespace maps onto the repo's folders, as the editable install does.
 mkdir -p "$site/crucible"
 for pkg in toolkit server harness; do ln -sfn "$repo/$pkg" "$site/crucible/$pkg"; done
 export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-export CRUCIBLE_CACHE=/tmp/crucible-cache
+export CRUCIBLE_CACHE=${CRUCIBLE_CACHE:-/tmp/crucible-cache}
 python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__, "gpu", torch.cuda.get_device_name(0))'
+limit=${STEP_TIMEOUT:-540}
+crucible() { python3 -m crucible.harness.cli "$@"; }
+step() {  # step NAME CMD...: run under the time limit, log to $logs/NAME.log, remember failures
+  local name=$1; shift
+  echo "== $name ($(date +%T))"
+  timeout --kill-after=10 "$limit" "$@" 2>&1 | tee "$logs/$name.log"
+  local code=${PIPESTATUS[0]}
+  echo "== $name: exit $code"
+  [[ $code == 0 ]] || rc=1
+}
 rc=0
-if [[ $what == tests || $what == all ]]; then
-  python3 -m pytest -m gpu -q -p no:cacheprovider "$@" tests 2>&1 | tee /tmp/gpu-tests.log || rc=1
-  [[ -n ${OUT:-} ]] && cp /tmp/gpu-tests.log "$OUT/gpu-tests.log"
-fi
-if [[ $what == bench || $what == all ]]; then
-  for b in benchmarks/timing_repeatability.py benchmarks/timing_accuracy.py benchmarks/tool_turnaround.py; do
-    echo "== $b"; python3 "$b" || rc=1
-  done
-  [[ -n ${OUT:-} ]] && cp benchmarks/results/*.json "$OUT/" 2>/dev/null
-fi
+for s in ${steps//,/ }; do
+  case $s in
+    validate)
+      # shellcheck disable=SC2086
+      step validate python3 -m crucible.harness.cli tasks validate ${TASKS:-} --jobs "${JOBS:-3}" \
+        --table benchmarks/results/validation.md ;;
+    tests)
+      select=()
+      [[ ${FULL:-0} == 1 ]] || select=(-k "not expert_solution_is_correct and not baseline_is_correct")
+      step gpu-tests python3 -m pytest -m gpu -q -p no:cacheprovider "${select[@]}" "$@" tests ;;
+    bench)
+      step bench-repeatability python3 benchmarks/timing_repeatability.py
+      step bench-accuracy python3 benchmarks/timing_accuracy.py
+      step bench-turnaround python3 benchmarks/tool_turnaround.py --tasks triton2triton/softmax cuda2cuda/rmsnorm \
+        torch2triton/silu_and_mul
+      step bench-mcp python3 benchmarks/mcp_roundtrip.py ;;
+    run)
+      rm -rf /tmp/crucible-run
+      step run python3 -m crucible.harness.cli run --no-sandbox --suite "${SUITE:-core}" \
+        --concurrency "${JOBS:-3}" --out /tmp/crucible-run
+      crucible report /tmp/crucible-run --json > benchmarks/results/scripted_run_report.json 2>>"$logs/run.log"
+      crucible report /tmp/crucible-run > benchmarks/results/scripted_run_report.txt 2>>"$logs/run.log" ;;
+    *) echo "unknown step $s (validate, tests, bench, run)"; rc=2 ;;
+  esac
+done
+[[ -n ${OUT:-} ]] && tar czf "$OUT/gpu-results.tgz" benchmarks/results
 exit $rc

@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .devices import gpu_lease
 from .evaluation import (
     CPU_MAX_ELEMENTS,
     Backend,
@@ -212,9 +213,12 @@ def _reference_checks(task: Task, backend: Backend) -> list[Check]:
         msg = "every config is too large for the CPU; run on a GPU"
         return [Check(name=n, status="skipped", message=msg)
                 for n in ("reference_deterministic", "reference_not_degenerate")]
-    with tempfile.TemporaryDirectory(prefix="crucible-validate-") as scratch:
+    gpu = None if backend == "cpu" else 0
+    # Under the device's lease like every evaluation: tasks validated side by side must not share the GPU
+    # while one of them is being timed.
+    with gpu_lease(backend, gpu), tempfile.TemporaryDirectory(prefix="crucible-validate-") as scratch:
         outcome = run_job("validate_reference", {"task_root": str(task.root), "configs": names, "backend": backend},
-                          limits=_limits(task, None), backend=backend, gpu=None if backend == "cpu" else 0,
+                          limits=_limits(task, None), backend=backend, gpu=gpu,
                           scratch=Path(scratch), env=_worker_env())
     if outcome.status != "ok" or outcome.result is None:
         msg = f"the reference could not run ({outcome.status}): {outcome.message}"
@@ -445,7 +449,7 @@ def validate(task: Task, backend: Backend | Literal["auto"] = "auto", *, seeds: 
                                                    backend=backend, seeds=seeds))
         return _correct_check("solution_correct", file, e, too_big), e
 
-    if on_gpu:  # one job at a time: timing must not share the GPU
+    if on_gpu:  # in order: each GPU job waits for the device's lease anyway
         checks += reference()
         base, stub_check = baseline(), stub()
         sol, sol_eval = solution()
