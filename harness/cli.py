@@ -191,7 +191,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         print(ceilings.model_dump_json(indent=2))
     else:
         rates = ", ".join(f"{k} {v / 1e12:.0f} TFLOP/s" for k, v in ceilings.flops_per_s.items())
-        print(f"{ceilings.name}: copy {ceilings.memory_bytes_per_s / 1e12:.2f} TB/s; {rates}")
+        print(f"{ceilings.name}: memory {ceilings.memory_bytes_per_s / 1e12:.2f} TB/s; {rates}\n({ceilings.source})")
     return 0
 
 

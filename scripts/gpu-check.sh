@@ -7,6 +7,7 @@
 #
 # Steps (default: all, in this order):
 #   validate  crucible tasks validate --jobs 3 on every task (or $TASKS) -> benchmarks/results/validation.md
+#   calibrate crucible calibrate (not in the default list: it changes the ceilings later steps use)
 #   tests     pytest -m gpu (the per-task expert/baseline tests are left to `validate` unless FULL=1)
 #   bench     timing repeatability and accuracy, tool turnaround, the MCP round trip
 #   run       crucible run --no-sandbox --suite core (the scripted expert plan), and its report
@@ -45,6 +46,8 @@ for s in ${steps//,/ }; do
       # shellcheck disable=SC2086
       step validate python3 -m crucible.harness.cli tasks validate ${TASKS:-} --jobs "${JOBS:-3}" \
         --table benchmarks/results/validation.md ;;
+    calibrate)  # measured ceilings replace the built-in table for every later step on this machine
+      step calibrate python3 -m crucible.harness.cli calibrate --json ;;
     tests)
       select=()
       [[ ${FULL:-0} == 1 ]] || select=(-k "not expert_solution_is_correct and not baseline_is_correct")
@@ -61,7 +64,7 @@ for s in ${steps//,/ }; do
         --concurrency "${JOBS:-3}" --out /tmp/crucible-run
       crucible report /tmp/crucible-run --json > benchmarks/results/scripted_run_report.json 2>>"$logs/run.log"
       crucible report /tmp/crucible-run > benchmarks/results/scripted_run_report.txt 2>>"$logs/run.log" ;;
-    *) echo "unknown step $s (validate, tests, bench, run)"; rc=2 ;;
+    *) echo "unknown step $s (validate, calibrate, tests, bench, run)"; rc=2 ;;
   esac
 done
 [[ -n ${OUT:-} ]] && tar czf "$OUT/gpu-results.tgz" benchmarks/results

@@ -354,7 +354,7 @@ def _timings(task: Task, e: Evaluation) -> list[ConfigTiming]:
     for c in e.configs:
         if c.candidate is None or c.baseline is None or not c.candidate.comparable:
             continue
-        small = output_elements(task, task.config(c.config)) <= CPU_MAX_ELEMENTS
+        small = fits_cpu(task, task.config(c.config))
         rows.append(ConfigTiming(config=c.config, hidden=c.config in hidden, baseline_us=c.baseline.median_us,
                                  expert_us=c.candidate.median_us, speedup=c.speedup, peak_fraction=c.peak_fraction,
                                  small=small, launch_bound=not small and c.baseline.median_us < LAUNCH_BOUND_US))
