@@ -22,6 +22,8 @@ Flags (the verdict stays `pass`; the integrity checks decide `flagged` later):
     peak_fraction>1:CONFIG=X faster than the device's measured ceiling: physically impossible
     no_op                    the submission's kernel is the baseline (or the stub) byte for byte: no credit
     hash_mismatch            the frozen submission's content hash differs from the one the ledger recorded
+    tripwire:KIND FILE:LINE  a pattern that a known reward hack needs, with the line and the reason
+                             (toolkit/tripwires.py); for a person to audit, never a verdict by itself
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from pathlib import Path
 from crucible.toolkit.evaluation import Backend, EvalRequest, evaluate, geomean
 from crucible.toolkit.results import EVALUATOR_VERSION, ConfigResult, Evaluation
 from crucible.toolkit.task import Task
+from crucible.toolkit.tripwires import flags as tripwire_flags
 from crucible.toolkit.workspace import WorkspaceError, take_snapshot
 
 from .models import Score
@@ -65,6 +68,7 @@ def score_session(task: Task, submission: Path | None, backend: Backend, *,
     if is_no_op(task, submission):
         start = task.spec.baseline or task.spec.stub
         flags.append(f"no_op: {task.spec.candidate} is {start} byte for byte")
+    flags += tripwire_flags(task, snapshot.root)
     return score_evaluation(task, ev, flags), ev
 
 
