@@ -153,6 +153,8 @@ class _PyScan(ast.NodeVisitor):
         self.found: list[Tripwire] = []
         self._handler_depth = 0
         self._jit_depth = 0
+        self.identity_names: set[str] = set()
+        """Variables holding an expression built from id() or data_ptr()."""
         """Inside a @triton.jit (or autotune/heuristics) function: tensor methods there are Triton's."""
 
     # names
@@ -253,6 +255,8 @@ class _PyScan(ast.NodeVisitor):
     def visit_Assign(self, node: ast.Assign) -> None:
         for t in node.targets:
             self._target(t, node)
+            if isinstance(t, ast.Name) and _identity(node.value, self):
+                self.identity_names.add(t.id)  # key = (x.data_ptr(), n); ... cache[key]
         self.generic_visit(node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
@@ -339,8 +343,10 @@ class _PyScan(ast.NodeVisitor):
 
 
 def _identity(node: ast.AST, scan: _PyScan) -> bool:
-    """Does this expression use an object's identity: id(x) or x.data_ptr()?"""
+    """Does this expression use an object's identity: id(x), x.data_ptr(), or a variable built from them?"""
     for sub in ast.walk(node):
+        if isinstance(sub, ast.Name) and sub.id in scan.identity_names:
+            return True
         if isinstance(sub, ast.Call):
             name = scan.dotted(sub.func) or ""
             if name == "id" or name.endswith("data_ptr") or (

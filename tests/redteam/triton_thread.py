@@ -1,0 +1,19 @@
+# expect: tripwire:concurrency
+# Returns at once and finishes the work on a thread, outside the timed call.
+import threading
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _vadd(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, 2 * tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
+
+
+def vadd(x, y, out, *, N):
+    worker = threading.Thread(target=lambda: _vadd[(triton.cdiv(N, 1024),)](x, y, out, N, BLOCK=1024))
+    worker.start()
+    worker.join(timeout=0.001)

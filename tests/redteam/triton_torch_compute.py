@@ -1,0 +1,7 @@
+# expect: tripwire:library_call
+# No kernel of its own: PyTorch computes the answer.
+import torch
+
+
+def vadd(x, y, out, *, N):
+    torch.add(y, x, alpha=2, out=out)
