@@ -114,3 +114,17 @@ def test_a_frozen_submission_that_changed_after_submit_is_flagged(task: Task, tm
     sub = submission_with(task, task.file("solution.py"), tmp_path / "changed")
     score, _ = score_session(task, sub, "cpu", expected_hash="0" * 64)
     assert any(f.startswith("hash_mismatch") for f in score.flags)
+
+
+def test_a_submission_tripping_a_tripwire_carries_the_flag_with_its_line_and_reason(task: Task, tmp_path: Path) -> None:
+    sub = submission_with(task, HERE / "redteam" / "triton_identity_cache.py", tmp_path / "cached")
+    score, _ = score_session(task, sub, "cpu")
+    trips = [f for f in score.flags if f.startswith("tripwire:")]
+    assert trips and all(f.startswith("tripwire:identity_cache kernel.py:") for f in trips), score.flags
+    assert "input identity" in trips[0]
+
+
+def test_a_clean_expert_solution_carries_no_tripwire(task: Task, tmp_path: Path) -> None:
+    sub = submission_with(task, task.file("solution.py"), tmp_path / "expert")
+    score, _ = score_session(task, sub, "cpu")
+    assert score.verdict == "pass" and not [f for f in score.flags if f.startswith("tripwire:")], score.flags
