@@ -17,7 +17,12 @@ Timing is `careful` on a GPU; on the cpu backend `quick`: the interpreter's timi
 comparable anyway, and careful timing there only makes the run slow. Configs too large for the interpreter
 are skipped and said so; `generalizes` is then decided on the hidden configs that ran.
 
-Flags (the verdict stays `pass`; the integrity checks decide `flagged` later):
+Runtime defences (toolkit/integrity.py, toolkit/runtime.py): a finding that catches a cheat makes the
+verdict `flagged`, before any other verdict of a candidate that ran, with the evidence as flags
+(`runtime:DEFENCE CONFIG: what it saw`); an ending by exit() is `runtime:process_exit`. Audit-only findings
+(nondeterminism) are flags and leave the verdict alone.
+
+Flags that leave the verdict as it is:
     speedup>10x:CONFIG=X     a config more than 10x faster than the baseline (comparable timings only)
     peak_fraction>1:CONFIG=X faster than the device's measured ceiling: physically impossible
     no_op                    the submission's kernel is the baseline (or the stub) byte for byte: no credit
@@ -31,7 +36,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from crucible.toolkit.evaluation import Backend, EvalRequest, evaluate, geomean
-from crucible.toolkit.results import EVALUATOR_VERSION, ConfigResult, Evaluation
+from crucible.toolkit.results import EVALUATOR_VERSION, ConfigResult, Evaluation, IntegrityFinding
 from crucible.toolkit.task import Task
 from crucible.toolkit.tripwires import flags as tripwire_flags
 from crucible.toolkit.workspace import WorkspaceError, take_snapshot
@@ -89,6 +94,17 @@ def score_evaluation(task: Task, ev: Evaluation, flags: list[str] | None = None)
         return Score(verdict="compile_error", message=ev.message, **base)
     if ev.status == "timeout":
         return Score(verdict="timeout", message=ev.message, compiled=True, **base)
+    # The runtime defences come first: a caught cheat is `flagged` with its evidence, whatever else it got
+    # right or wrong, so a person can audit it (docs/evaluation-rules.md).
+    findings = [f for c in ev.configs for f in c.integrity]
+    if ev.status == "exit":
+        findings.append(IntegrityFinding(defence="process_exit", evidence=ev.message[:300]))
+    flags += [f.flag() for f in findings]
+    caught = [f for f in findings if f.caught]
+    if caught:
+        defences = sorted({f.defence for f in caught})
+        return Score(verdict="flagged", message=f"caught by {', '.join(defences)}: {caught[0].flag()}",
+                     compiled=True, **base)
     visible_names = {c.name for c in task.configs("visible")}
     visible = [c for c in ev.configs if c.config in visible_names]
     hidden = [c for c in ev.configs if c.config not in visible_names]

@@ -53,7 +53,7 @@ def test_a_candidate_that_raises_on_a_hidden_config_only_does_not_generalize(tas
     assert (score.verdict, score.correct, score.generalizes) == ("incorrect", True, False)
 
 
-@pytest.mark.parametrize(("status", "verdict"), [("crash", "incorrect"), ("exit", "incorrect"), ("oom", "incorrect"),
+@pytest.mark.parametrize(("status", "verdict"), [("crash", "incorrect"), ("exit", "flagged"), ("oom", "incorrect"),
                                                  ("error", "incorrect"), ("timeout", "timeout"),
                                                  ("compile_error", "compile_error")])
 def test_a_candidate_that_dies_before_reporting_gets_the_matching_verdict(task: Task, status: str, verdict: str) -> None:
@@ -122,9 +122,26 @@ def test_a_submission_tripping_a_tripwire_carries_the_flag_with_its_line_and_rea
     trips = [f for f in score.flags if f.startswith("tripwire:")]
     assert trips and all(f.startswith("tripwire:identity_cache kernel.py:") for f in trips), score.flags
     assert "input identity" in trips[0]
+    # ...and the runtime defence catches what the tripwire only pointed at
+    assert score.verdict == "flagged" and "stale_results" in score.message, score.message
+    assert any(f.startswith("runtime:stale_results") for f in score.flags)
 
 
-def test_a_clean_expert_solution_carries_no_tripwire(task: Task, tmp_path: Path) -> None:
+def test_a_clean_expert_solution_carries_no_flag(task: Task, tmp_path: Path) -> None:
     sub = submission_with(task, task.file("solution.py"), tmp_path / "expert")
     score, _ = score_session(task, sub, "cpu")
-    assert score.verdict == "pass" and not [f for f in score.flags if f.startswith("tripwire:")], score.flags
+    assert score.verdict == "pass" and score.flags == [], score.flags
+
+
+def test_a_runtime_finding_makes_the_verdict_flagged_with_its_evidence(task: Task) -> None:
+    from crucible.toolkit.results import IntegrityFinding
+
+    seen = IntegrityFinding(defence="precision", config="big", evidence="relative L2 error 3e-03 (3000x)")
+    audit = IntegrityFinding(defence="nondeterminism", config="small", evidence="differ in 3 of 1000 elements")
+    flagged = score_evaluation(task, ev(configs=[cfg("small"), cfg("half"), cfg("tail"),
+                                                 cfg("big").model_copy(update={"integrity": [seen]})]))
+    assert flagged.verdict == "flagged" and flagged.speedup is None
+    assert "runtime:precision big: relative L2 error" in flagged.flags[0] and "precision" in flagged.message
+    only_audit = score_evaluation(task, ev(configs=[cfg("small").model_copy(update={"integrity": [audit]}),
+                                                    cfg("half"), cfg("tail"), cfg("big")]))
+    assert only_audit.verdict == "pass" and only_audit.flags == [audit.flag()]

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-EVALUATOR_VERSION = "0.1.0"
+EVALUATOR_VERSION = "0.2.0"
 """Bump when checking or timing changes meaning; recorded with every result."""
 
 
@@ -43,6 +43,28 @@ class SeedCheck(Model):
     outputs: list[OutputCheck]
     problems: list[str] = Field(default_factory=list)
     """Rule violations other than wrong values: mutated inputs, replaced outputs, runs that disagree."""
+
+
+Defence = Literal["input_mutation", "output_replaced", "timed_recheck", "stale_results", "precision",
+                  "nondeterminism", "no_own_kernel", "forbidden_op", "timing_crosscheck", "patched_runtime",
+                  "process_exit"]
+AUDIT_ONLY: frozenset[str] = frozenset({"nondeterminism"})
+"""Defences whose findings are flags for a person; every other finding makes the verdict `flagged`."""
+
+
+class IntegrityFinding(Model):
+    """A runtime defence saw something (toolkit/integrity.py): which defence, on which config, what."""
+
+    defence: Defence
+    config: str | None = None
+    evidence: str
+
+    @property
+    def caught(self) -> bool:
+        return self.defence not in AUDIT_ONLY
+
+    def flag(self) -> str:
+        return f"runtime:{self.defence}" + (f" {self.config}" if self.config else "") + f": {self.evidence}"
 
 
 TimingMethod = Literal["cuda_graph", "cuda_events", "cpu_wall"]
@@ -88,6 +110,8 @@ class ConfigResult(Model):
     achieved_gbps: float | None = None
     peak_fraction: float | None = None
     """Achieved rate over the device's ceiling (the larger of the compute and memory fractions)."""
+    integrity: list[IntegrityFinding] = Field(default_factory=list)
+    """What the runtime defences saw on this config (empty: nothing)."""
 
 
 class KernelTime(Model):

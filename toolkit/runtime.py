@@ -14,6 +14,7 @@ This module runs untrusted code; it only ever reports through the worker's priva
 from __future__ import annotations
 
 import ctypes
+import functools
 import importlib.util
 import math
 import sys
@@ -25,8 +26,9 @@ from typing import Any
 
 import torch
 
+from . import integrity
 from .checking import compare, describe, poison_
-from .results import ConfigResult, DeviceInfo, SeedCheck, TimingStats
+from .results import ConfigResult, DeviceInfo, IntegrityFinding, SeedCheck, TimingStats
 from .task import Config, Task, load_task, output_shape, resolve_dtype, task_metrics
 from .timing import CAREFUL, QUICK, TimingOptions, time_subjects
 
@@ -168,8 +170,9 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
     return t.detach().contiguous().reshape(-1).view(torch.uint8) if t.dtype != torch.bool else t.detach().clone()
 
 
-def run_checked(kernel: Kernel, case: Case, outputs: list[torch.Tensor]) -> list[str]:
-    """Call the kernel once; return rule violations (mutated inputs, replaced outputs)."""
+def run_checked(kernel: Kernel, case: Case, outputs: list[torch.Tensor]) -> list[tuple[str, str]]:
+    """Call the kernel once; return rule violations as (defence, what it saw): mutated inputs, replaced
+    outputs."""
     before_in = [_bits(t).clone() for t in case.inputs]
     prints = [_fingerprint(t) for t in outputs]
     for t in outputs:
@@ -180,20 +183,25 @@ def run_checked(kernel: Kernel, case: Case, outputs: list[torch.Tensor]) -> list
     problems = []
     for name, t, b in zip(case.input_names, case.inputs, before_in, strict=True):
         if not torch.equal(_bits(t), b):
-            problems.append(f"the candidate modified input {name!r}; inputs are read-only")
+            problems.append(("input_mutation", f"the candidate modified input {name!r}; inputs are read-only"))
     for i, (t, fp) in enumerate(zip(outputs, prints, strict=True)):
         if _fingerprint(t) != fp:
-            problems.append(f"output #{i} was resized, re-pointed or replaced; write into it in place")
+            problems.append(("output_replaced",
+                             f"output #{i} was resized, re-pointed or replaced; write into it in place"))
     return problems
 
 
 # ---------------------------------------------------------------- one config
 
 def check_config(task: Task, ref: types.ModuleType, kernel: Kernel, config: Config, seeds: list[int],
-                 device: torch.device) -> tuple[list[SeedCheck], Case | None, list[torch.Tensor] | None]:
-    """Returns the per-seed checks, and seed 0's case and reference outputs (for re-checking timed runs)."""
+                 device: torch.device) -> tuple[list[SeedCheck], Case | None, list[torch.Tensor] | None,
+                                                list[IntegrityFinding]]:
+    """Returns the per-seed checks, seed 0's case and reference outputs (for re-checking timed runs), and
+    what the runtime defences saw (rule violations; on the first seed, precision and determinism)."""
     checks = []
+    findings: list[IntegrityFinding] = []
     first: tuple[Case, list[torch.Tensor]] | None = None
+    names = [o.name for o in task.spec.signature.outputs]
     for seed in seeds:
         case = Case(task, ref, config, seed, device)
         outs_before = case.new_outputs()
@@ -204,6 +212,7 @@ def check_config(task: Task, ref: types.ModuleType, kernel: Kernel, config: Conf
             refs = [r.detach() for r in as_tuple(ref.reference(*[t.clone() for t in case.inputs], **case.params))]
         outs_after = case.new_outputs()
         problems += run_checked(kernel, case, outs_after)
+        findings += [integrity.finding(d, config.name, text) for d, text in sorted(set(problems))]
         outputs = []
         for (spec, before, after, r) in zip(task.spec.signature.outputs, outs_before, outs_after, refs,
                                             strict=True):
@@ -212,18 +221,33 @@ def check_config(task: Task, ref: types.ModuleType, kernel: Kernel, config: Conf
             c_after = compare(spec.name, after, r, tol.atol, tol.rtol)
             # Before and after the reference must both be right: report the first that is not.
             outputs.append(c_after if c_before.ok else c_before)
-        problems = sorted(set(problems))
-        ok = all(o.ok for o in outputs) and not problems
-        checks.append(SeedCheck(seed=seed, ok=ok, outputs=outputs, problems=problems))
+        texts = sorted({text for _, text in problems})
+        ok = all(o.ok for o in outputs) and not texts
+        checks.append(SeedCheck(seed=seed, ok=ok, outputs=outputs, problems=texts))
         if first is None:
             first = (case, refs)
-    return checks, (first[0] if first else None), (first[1] if first else None)
+            if ok:  # the oracle checks mean something only on outputs that passed
+                findings += integrity.precision_findings(ref.reference, case.inputs, case.params, outs_after,
+                                                         refs, names, config.name)
+                findings += integrity.nondeterminism_findings(outs_before, outs_after, names, config.name)
+    return checks, (first[0] if first else None), (first[1] if first else None), _unique(findings)
+
+
+def _unique(findings: list[IntegrityFinding]) -> list[IntegrityFinding]:
+    seen, out = set(), []
+    for f in findings:
+        if (f.defence, f.evidence) not in seen:
+            seen.add((f.defence, f.evidence))
+            out.append(f)
+    return out
 
 
 def time_config(task: Task, ref: types.ModuleType, subjects_k: dict[str, Kernel], config: Config,
                 case0: Case, refs0: list[torch.Tensor], opts: TimingOptions,
-                device: torch.device) -> tuple[dict[str, TimingStats], str | None]:
-    """Interleaved timing over rotated input sets; returns stats and a failure of the re-check, if any."""
+                device: torch.device) -> tuple[dict[str, TimingStats], IntegrityFinding | None]:
+    """Interleaved timing over rotated input sets; returns stats and what the re-checks of the timed path
+    found, if anything: a wrong result on the checked inputs (timed_recheck), or on fresh values written
+    into the same input buffers (stale_results: results memoized on input identity)."""
     per_set = max(case0.nbytes(), 1)
     l2 = torch.cuda.get_device_properties(device).L2_cache_size if device.type == "cuda" else 0
     n_sets = 1 if device.type != "cuda" else max(2, min(8, math.ceil(2 * l2 / per_set)))
@@ -235,19 +259,41 @@ def time_config(task: Task, ref: types.ModuleType, subjects_k: dict[str, Kernel]
                 for name, k in subjects_k.items()}
     stats, timed = time_subjects(subjects, n_sets, opts, device)
     # Re-check what the timed path computed (a graph replay may differ from the checked call).
-    for t in outs["candidate"][0]:
+    wrong = _recheck(task, config, timed["candidate"], outs["candidate"][0], refs0, device)
+    if wrong:
+        return stats, integrity.finding(
+            "timed_recheck", config.name, "the timed runs (CUDA-graph replays of the call) computed a wrong "
+            f"result: {wrong}. Launch all work on the current stream (or join side streams back to it)")
+    # Then fresh values at the same addresses: an honest kernel follows them, a memoized one does not.
+    fresh = Case(task, ref, config, 777_777, device)
+    for dst, src in zip(case0.inputs, fresh.inputs, strict=True):
+        dst.copy_(src)
+    del fresh
+    with torch.no_grad():
+        refs_fresh = [r.detach() for r in as_tuple(ref.reference(*[t.clone() for t in case0.inputs],
+                                                                 **case0.params))]
+    wrong = _recheck(task, config, timed["candidate"], outs["candidate"][0], refs_fresh, device)
+    if wrong:
+        return stats, integrity.finding(
+            "stale_results", config.name, "new values written into the same input buffers gave a stale "
+            f"result: {wrong}. Compute from the inputs on every call; never cache results between calls")
+    return stats, None
+
+
+def _recheck(task: Task, config: Config, run: Callable[[int], None], outs: list[torch.Tensor],
+             refs: list[torch.Tensor], device: torch.device) -> str | None:
+    """Poison the outputs of input set 0, run the timed path once, compare; None when right."""
+    for t in outs:
         poison_(t)
-    timed["candidate"](0)
+    run(0)
     if device.type == "cuda":
         torch.cuda.synchronize()
-    for spec, out, r in zip(task.spec.signature.outputs, outs["candidate"][0], refs0, strict=True):
+    for spec, out, r in zip(task.spec.signature.outputs, outs, refs, strict=True):
         tol = task.spec.tolerance.for_dtype(resolve_dtype(spec.dtype, config))
         check = compare(spec.name, out, r, tol.atol, tol.rtol)
         if not check.ok:
-            return stats, ("the timed runs (CUDA-graph replays of the call) computed a wrong result: "
-                           f"{describe(check)}. Launch all work on the current stream (or join side "
-                           "streams back to it), and do not cache results between calls")
-    return stats, None
+            return describe(check)
+    return None
 
 
 def device_info(device: torch.device) -> DeviceInfo:
@@ -279,6 +325,7 @@ def run_evaluation(payload: dict, progress: Callable[[dict], None]) -> dict:
     info = device_info(device)
     torch.manual_seed(0)
     ref = import_file(task.file("reference.py"), "crucible_reference")
+    trusted = integrity.runtime_snapshot()
     try:
         candidate = load_kernel(payload["candidate"], task, "crucible_candidate")
     except (MemoryError, torch.cuda.OutOfMemoryError):
@@ -303,7 +350,7 @@ def run_evaluation(payload: dict, progress: Callable[[dict], None]) -> dict:
         flops, nbytes = task_metrics(task.spec, config)
         result = ConfigResult(config=config.name, status="pass", flops=flops, bytes=nbytes)
         try:
-            seeds, case0, refs0 = check_config(task, ref, candidate, config, payload["seeds"], device)
+            seeds, case0, refs0, findings = check_config(task, ref, candidate, config, payload["seeds"], device)
         except (MemoryError, torch.cuda.OutOfMemoryError):
             raise  # the worker reports these as "oom"
         except Exception as exc:  # the candidate raised, or a CUDA error surfaced during its run
@@ -314,8 +361,9 @@ def run_evaluation(payload: dict, progress: Callable[[dict], None]) -> dict:
             continue
         bad = [s for s in seeds if not s.ok]
         worst = [o for s in seeds for o in s.outputs]
+        findings += integrity.patched_findings(trusted, config.name)
         update: dict[str, Any] = {
-            "seeds": seeds,
+            "seeds": seeds, "integrity": findings,
             "max_abs_err": max(o.max_abs_err for o in worst),
             "max_rel_err": max(o.max_rel_err for o in worst),
         }
@@ -324,6 +372,14 @@ def run_evaluation(payload: dict, progress: Callable[[dict], None]) -> dict:
             why = s.problems + [describe(o) for o in s.outputs if not o.ok]
             update.update(status="fail", message=f"seed {s.seed}: " + "; ".join(why))
         elif opts is not None and case0 is not None and refs0 is not None:
+            prof = None
+            if payload.get("integrity", True):  # what one call runs: before timing, on unchanged inputs
+                progress({"stage": "integrity", "config": config.name})
+                scratch = case0.new_outputs()
+                prof = integrity.call_profile(functools.partial(candidate, case0.inputs, scratch, case0.params),
+                                              device, reps=3 if device.type == "cuda" else 1)
+                findings += integrity.what_ran_findings(prof, list(task.spec.forbid_ops), task.spec.language,
+                                                        device.type == "cuda", config.name)
             subjects = {"candidate": candidate}
             if baseline is not None:
                 subjects["baseline"] = baseline
@@ -340,7 +396,11 @@ def run_evaluation(payload: dict, progress: Callable[[dict], None]) -> dict:
                 cand = stats["candidate"]
                 update.update(candidate=cand, baseline=stats.get("baseline"), compiled=stats.get("compiled"))
                 if recheck:
-                    update.update(status="fail", message=recheck)
+                    findings.append(recheck)
+                    update.update(status="fail", message=recheck.evidence)
+                elif prof is not None and cand.comparable:
+                    findings += integrity.crosscheck_findings(prof, cand.median_us, config.name)
+                update["integrity"] = findings
                 if "baseline" in stats:
                     update["speedup"] = stats["baseline"].median_us / max(cand.median_us, 1e-9)
                 if "compiled" in stats:

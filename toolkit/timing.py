@@ -38,6 +38,24 @@ from .results import TimingMethod, TimingStats
 Subject = Callable[[int], object]
 """Runs one call on input set i."""
 
+# The timer's primitives, bound when the worker imports this module, before any candidate code runs, and at
+# the C level where torch has one: a candidate that patches torch.cuda.Event, torch.cuda.synchronize,
+# CUDAGraph.replay or time.perf_counter changes names this module no longer looks up (and
+# toolkit/integrity.py reports the patch).
+_perf_counter = time.perf_counter
+_Event = torch.cuda.Event
+_event_record = getattr(torch._C._CudaEventBase, "record", None) or torch.cuda.Event.record
+_event_elapsed = getattr(torch._C._CudaEventBase, "elapsed_time", None) or torch.cuda.Event.elapsed_time
+_event_synchronize = getattr(torch._C._CudaEventBase, "synchronize", None) or torch.cuda.Event.synchronize
+_synchronize = getattr(torch._C, "_cuda_synchronize", None) or torch.cuda.synchronize
+_CUDAGraph = torch.cuda.CUDAGraph
+_graph_capture = torch.cuda.graph
+_graph_replay = getattr(getattr(torch._C, "_CUDAGraph", None), "replay", None) or torch.cuda.CUDAGraph.replay
+
+
+def _new_event() -> torch.cuda.Event:
+    return _Event(enable_timing=True)
+
 
 class TimingOptions(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -82,7 +100,7 @@ def _done(samples: dict[str, list[float]], opts: TimingOptions, started: float) 
     reps = min(len(s) for s in samples.values())
     if reps < opts.min_reps:
         return False
-    if reps >= opts.max_reps or time.perf_counter() - started > opts.budget_s:
+    if reps >= opts.max_reps or _perf_counter() - started > opts.budget_s:
         return True
     return all(median_rse(s) <= opts.target_rse for s in samples.values())
 
@@ -101,16 +119,16 @@ def _time_cpu(subjects: dict[str, Subject], n_sets: int, opts: TimingOptions) ->
         fn(0)
     samples: dict[str, list[float]] = {name: [] for name in subjects}
     names = list(subjects)
-    started = time.perf_counter()
+    started = _perf_counter()
     rep = 0
     # The interpreter is slow: a small fixed floor of repetitions, then the same stopping rule.
     cpu_opts = opts.model_copy(update={"min_reps": 3})
     while not _done(samples, cpu_opts, started):
         order = names[rep % len(names):] + names[:rep % len(names)]
         for name in order:
-            t0 = time.perf_counter()
+            t0 = _perf_counter()
             subjects[name](rep % n_sets)
-            samples[name].append((time.perf_counter() - t0) * 1e6)
+            samples[name].append((_perf_counter() - t0) * 1e6)
         rep += 1
     return {name: summarize(s, "cpu_wall", comparable=False).model_copy(update={"input_sets": n_sets})
             for name, s in samples.items()}
@@ -121,8 +139,8 @@ def _capture(fn: Subject, n_sets: int) -> list[torch.cuda.CUDAGraph] | None:
     graphs = []
     try:
         for i in range(n_sets):
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
+            graph = _CUDAGraph()
+            with _graph_capture(graph):
                 fn(i)
             graphs.append(graph)
     except RuntimeError:
@@ -130,7 +148,7 @@ def _capture(fn: Subject, n_sets: int) -> list[torch.cuda.CUDAGraph] | None:
         # capture leaves torch's capture stream current (graph.__exit__ raises before restoring it):
         # put ours back, or later work would run on a stream the timing events do not see.
         torch.cuda.set_stream(stream)
-        torch.cuda.synchronize()
+        _synchronize()
         if torch.cuda.is_current_stream_capturing():
             raise RuntimeError("a failed CUDA-graph capture left the stream capturing") from None
         return None
@@ -139,33 +157,33 @@ def _capture(fn: Subject, n_sets: int) -> list[torch.cuda.CUDAGraph] | None:
 
 def _replay_overhead_us(stream: torch.cuda.Stream, flush: Callable[[], object], reps: int = 50) -> float:
     """What replaying an empty graph between two events measures: subtracted from graph timings."""
-    graph = torch.cuda.CUDAGraph()
+    graph = _CUDAGraph()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "The CUDA Graph is empty": that is the point
-        with torch.cuda.graph(graph):
+        with _graph_capture(graph):
             pass
     pairs = []
     for _ in range(reps):
         flush()
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record(stream)
-        graph.replay()
-        b.record(stream)
+        a, b = _new_event(), _new_event()
+        _event_record(a, stream)
+        _graph_replay(graph)
+        _event_record(b, stream)
         pairs.append((a, b))
-    torch.cuda.synchronize()
-    return statistics.median(a.elapsed_time(b) * 1e3 for a, b in pairs)
+    _synchronize()
+    return statistics.median(_event_elapsed(a, b) * 1e3 for a, b in pairs)
 
 
 def _sync_overhead_us(stream: torch.cuda.Stream, reps: int = 50) -> float:
     """What an empty `event -> device sync -> event` region measures: the fallback subtracts it."""
     xs = []
     for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record(stream)
-        torch.cuda.synchronize()
-        b.record(stream)
-        b.synchronize()
-        xs.append(a.elapsed_time(b) * 1e3)
+        a, b = _new_event(), _new_event()
+        _event_record(a, stream)
+        _synchronize()
+        _event_record(b, stream)
+        _event_synchronize(b)
+        xs.append(_event_elapsed(a, b) * 1e3)
     return statistics.median(xs)
 
 
@@ -180,21 +198,21 @@ def _time_cuda(subjects: dict[str, Subject], n_sets: int,
         torch.sum(flush_buf, dim=0, out=flush_out)
 
     for fn in subjects.values():  # warm-up: compile, autotune, load modules, ramp clocks
-        t0 = time.perf_counter()
+        t0 = _perf_counter()
         k = 0
-        while k < max(3, n_sets) or (time.perf_counter() - t0) * 1e3 < opts.warmup_ms:
+        while k < max(3, n_sets) or (_perf_counter() - t0) * 1e3 < opts.warmup_ms:
             fn(k % n_sets)
             k += 1
             if k % 16 == 0:
-                torch.cuda.synchronize()
-        torch.cuda.synchronize()
+                _synchronize()
+        _synchronize()
 
     timed: dict[str, Subject] = {}
     methods: dict[str, TimingMethod] = {}
     for name, fn in subjects.items():
         graphs = _capture(fn, n_sets) if opts.use_graphs else None
         if graphs is not None:
-            timed[name] = lambda i, g=graphs: g[i].replay()
+            timed[name] = lambda i, g=graphs: _graph_replay(g[i])
             methods[name] = "cuda_graph"
         else:
             timed[name] = fn
@@ -204,7 +222,7 @@ def _time_cuda(subjects: dict[str, Subject], n_sets: int,
 
     samples: dict[str, list[float]] = {name: [] for name in subjects}
     names = list(subjects)
-    started = time.perf_counter()
+    started = _perf_counter()
     rep = 0
     while not _done(samples, opts, started):
         pending = []
@@ -213,17 +231,17 @@ def _time_cuda(subjects: dict[str, Subject], n_sets: int,
             for name in order:
                 if opts.flush_l2:
                     flush()
-                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                a.record(stream)
+                a, b = _new_event(), _new_event()
+                _event_record(a, stream)
                 timed[name](rep % n_sets)
                 if methods[name] == "cuda_events":
-                    torch.cuda.synchronize()  # covers work the call left on any stream
-                b.record(stream)
+                    _synchronize()  # covers work the call left on any stream
+                _event_record(b, stream)
                 pending.append((name, a, b))
             rep += 1
-        torch.cuda.synchronize()
+        _synchronize()
         for name, a, b in pending:
-            samples[name].append(max(a.elapsed_time(b) * 1e3 - overhead[methods[name]], 0.0))
+            samples[name].append(max(_event_elapsed(a, b) * 1e3 - overhead[methods[name]], 0.0))
     stats = {name: summarize(s, methods[name], comparable=True).model_copy(
         update={"overhead_us": overhead[methods[name]], "input_sets": n_sets}) for name, s in samples.items()}
     return stats, timed
