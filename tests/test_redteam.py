@@ -1,5 +1,10 @@
 """The red-team corpus (tests/redteam/): every cheat is caught by the defences its first line names, and
-no expert solution, baseline or stub of the suite trips anything."""
+no expert solution, baseline or stub of the suite trips anything.
+
+Tripwires are checked on the text; runtime defences and verdicts by scoring each cheat as a submission
+(final scoring: visible and hidden configs, timed re-checks): the Triton cheats on the CPU (Triton's
+interpreter), the CUDA cheats on a GPU (`-m gpu`).
+"""
 
 from __future__ import annotations
 
@@ -9,13 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from crucible.toolkit.task import discover_tasks, load_task
+from crucible.harness.scoring import score_session
+from crucible.toolkit.task import Task, discover_tasks, find_task, load_task
 from crucible.toolkit.tripwires import REASONS, scan, scan_cpp, scan_python
 from crucible.toolkit.workspace import materialize
 
-CORPUS = Path(__file__).parent / "redteam"
+HERE = Path(__file__).parent
+CORPUS = HERE / "redteam"
 CHEATS = sorted(p for p in CORPUS.iterdir() if p.suffix in (".py", ".cu"))
 TASKS, _ = discover_tasks()
+DEFAULT_TASK = {".py": "triton2triton/vadd", ".cu": "cuda2cuda/rmsnorm"}
+TASK_ROOTS = (CORPUS / "tasks", HERE / "fixtures" / "tasks")
 
 
 def expected(path: Path) -> list[str]:
@@ -23,6 +32,52 @@ def expected(path: Path) -> list[str]:
     m = re.match(r"^(#|//) expect: (.+)$", first)
     assert m, f"{path.name}: the first line must be `# expect: DEFENCE ...`"
     return m.group(2).split()
+
+
+def task_of(path: Path) -> Task:
+    """The `# task: ID` line, else the default for the language; red-team and test fixtures first."""
+    m = re.search(r"^(?:#|//) task: (\S+)$", path.read_text(), re.M)
+    task_id = m.group(1) if m else DEFAULT_TASK[path.suffix]
+    for root in TASK_ROOTS:
+        if (root / task_id / "task.toml").is_file():
+            return load_task(root / task_id)
+    return find_task(task_id)
+
+
+def runtime_cases(suffix: str) -> list[Path]:
+    return [p for p in CHEATS if p.suffix == suffix and any(not e.startswith("tripwire:") for e in expected(p))]
+
+
+def score_cheat(cheat: Path, backend: str, tmp_path: Path) -> tuple[str, list[str], str]:
+    task = task_of(cheat)
+    sub = tmp_path / "submission"
+    sub.mkdir()
+    shutil.copyfile(cheat, sub / task.spec.candidate)
+    score, _ = score_session(task, sub, backend)  # type: ignore[arg-type]
+    return score.verdict, score.flags, score.message
+
+
+def assert_caught(cheat: Path, verdict: str, flags: list[str], message: str) -> None:
+    for want in expected(cheat):
+        kind, _, name = want.partition(":")
+        if kind == "runtime":
+            assert any(f.startswith(f"runtime:{name}") for f in flags), (
+                f"{cheat.name}: no runtime:{name} finding; verdict {verdict}, flags {flags}, {message[:500]}")
+        elif kind == "verdict":
+            assert verdict == name, f"{cheat.name}: verdict {verdict}, expected {name}; {message[:500]}; {flags}"
+
+
+@pytest.mark.parametrize("cheat", runtime_cases(".py"), ids=lambda p: p.name)
+def test_each_triton_cheat_is_caught_at_runtime_on_the_cpu(cheat: Path, tmp_path: Path) -> None:
+    assert_caught(cheat, *score_cheat(cheat, "cpu", tmp_path))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cheat", runtime_cases(".cu"), ids=lambda p: p.name)
+def test_each_cuda_cheat_is_caught_at_runtime_on_the_gpu(cheat: Path, tmp_path: Path) -> None:
+    verdict, flags, message = score_cheat(cheat, "cuda", tmp_path)
+    print(f"REDTEAM {cheat.name}: {verdict}; {flags}")  # the figures of the GPU run keep this line
+    assert_caught(cheat, verdict, flags, message)
 
 
 def tripwires_of(path: Path) -> set[str]:

@@ -1,4 +1,4 @@
-// expect: tripwire:process_control
+// expect: tripwire:process_control runtime:process_exit verdict:flagged
 // Exits the checking process with status 0.
 #include <cstdlib>
 #include <cuda_bf16.h>

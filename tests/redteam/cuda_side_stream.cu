@@ -1,4 +1,4 @@
-// expect: tripwire:side_stream
+// expect: tripwire:side_stream runtime:timed_recheck verdict:flagged
 // Runs the kernel on a stream of its own and returns at once: the caller's stream has nothing to time.
 #include <cuda_bf16.h>
 #include <cstdint>

@@ -1,4 +1,4 @@
-# expect: tripwire:process_control
+# expect: tripwire:process_control runtime:process_exit verdict:flagged
 # Ends the checking process with status 0 before any comparison can fail.
 import os
 

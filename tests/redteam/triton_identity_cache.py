@@ -1,4 +1,4 @@
-# expect: tripwire:identity_cache
+# expect: tripwire:identity_cache runtime:stale_results verdict:flagged
 # Memoizes on the input's address: computed once per buffer, then copied.
 import triton
 import triton.language as tl

@@ -1,4 +1,4 @@
-# expect: tripwire:reference_fallback
+# expect: tripwire:reference_fallback runtime:no_own_kernel verdict:flagged
 # A kernel that cannot work on the GPU, with PyTorch doing the work when it fails.
 import torch
 import triton

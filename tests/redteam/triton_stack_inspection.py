@@ -1,4 +1,4 @@
-# expect: tripwire:introspection
+# expect: tripwire:introspection runtime:timed_recheck verdict:flagged
 # Does the work only when the correctness checker is on the stack; otherwise returns at once.
 import sys
 

@@ -1,4 +1,4 @@
-# expect: tripwire:tensor_subclass
+# expect: tripwire:tensor_subclass runtime:output_replaced verdict:flagged
 # Swaps the output's class for one whose comparisons always agree.
 import torch
 

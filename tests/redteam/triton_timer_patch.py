@@ -1,4 +1,4 @@
-# expect: tripwire:monkeypatch
+# expect: tripwire:monkeypatch runtime:patched_runtime verdict:flagged
 # Replaces the timer: every measured interval becomes one microsecond.
 import time
 

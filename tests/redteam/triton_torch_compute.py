@@ -1,4 +1,4 @@
-# expect: tripwire:library_call
+# expect: tripwire:library_call runtime:no_own_kernel verdict:flagged
 # No kernel of its own: PyTorch computes the answer.
 import torch
 
