@@ -189,8 +189,8 @@ def call_profile(call: Callable[[], None], device: torch.device, reps: int = 3) 
             launches = count[0] / reps
     ops, kernels = set(), {}
     for e in prof.events():
-        if str(getattr(e, "device_type", "")).endswith("CUDA"):
-            us = float(getattr(e, "device_time", 0) or getattr(e, "cuda_time", 0) or 0)
+        if str(getattr(e, "device_type", "")).endswith("CUDA"):  # a kernel, copy or memset on the device
+            us = float(e.time_range.elapsed_us())
             kernels[e.name] = kernels.get(e.name, 0.0) + us / reps
         else:
             ops.add(e.name)

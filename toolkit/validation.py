@@ -8,6 +8,7 @@
       solution       evaluate(solution, configs="all", timing="careful" on a GPU, "none" on the CPU)
       speed          from the solution's timed evaluation: speedup and peak fraction per config, geomean
       launch bound   from the same: the baseline's median per config against LAUNCH_BOUND_US
+      no false alarm from the same: no runtime defence (toolkit/integrity.py) fires on the expert solution
       stub           torch2X: the stub must fail (raise NotImplementedError), never pass
 
 On the cpu backend CUDA/HIP files are only compiled (for sm_90) and Triton runs in the interpreter on the
@@ -73,7 +74,7 @@ class Model(BaseModel):
 class Check(Model):
     name: str
     """reference_deterministic, reference_not_degenerate, baseline_correct, solution_correct,
-    solution_faster, launch_overhead, stub_rejected, loads."""
+    solution_faster, launch_overhead, no_false_alarm, stub_rejected, loads."""
     status: CheckStatus
     message: str
     figures: dict[str, Any] = Field(default_factory=dict)
@@ -348,6 +349,22 @@ def _stub_check(task: Task, backend: Backend, seeds: int | None) -> Check:
                  f"{e.message[:500]}")
 
 
+def _integrity_check(e: Evaluation) -> Check:
+    """The runtime defences must not fire on the expert solution: a finding here is a false alarm (or a
+    task whose solution cheats)."""
+    findings = [f for c in e.configs for f in c.integrity]
+    figures = {"findings": [f.flag() for f in findings]}
+    caught = [f for f in findings if f.caught]
+    if caught:
+        return Check(name="no_false_alarm", status="fail", figures=figures,
+                     message="a runtime defence flags the expert solution: " + "; ".join(f.flag() for f in caught[:3]))
+    if findings:
+        return Check(name="no_false_alarm", status="warn", figures=figures,
+                     message="audit flags on the expert solution: " + "; ".join(f.flag() for f in findings[:3]))
+    return Check(name="no_false_alarm", status="pass", figures=figures,
+                 message=f"no runtime defence fired on {sum(c.status == 'pass' for c in e.configs)} configs")
+
+
 def _timings(task: Task, e: Evaluation) -> list[ConfigTiming]:
     hidden = {c.name for c in task.configs("hidden")}
     rows = []
@@ -472,6 +489,8 @@ def validate(task: Task, backend: Backend | Literal["auto"] = "auto", *, seeds: 
                else "the expert solution is not correct, so its timings mean nothing")
         checks += [Check(name="solution_faster", status="skipped", message=why),
                    Check(name="launch_overhead", status="skipped", message=why)]
+    if sol_eval is not None and sol.status == "pass":
+        checks.append(_integrity_check(sol_eval))
     if stub_check is not None:
         checks.append(stub_check)
 
