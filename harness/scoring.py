@@ -50,7 +50,8 @@ CANDIDATE_FAILURES = {"crash", "exit", "oom", "error"}
 
 
 def scoring_request(backend: Backend) -> EvalRequest:
-    return EvalRequest(configs="all", timing="quick" if backend == "cpu" else "careful", backend=backend)
+    return EvalRequest(configs="all", timing="quick" if backend == "cpu" else "careful", backend=backend,
+                       integrity=True)
 
 
 def score_session(task: Task, submission: Path | None, backend: Backend, *,

@@ -54,7 +54,7 @@ for s in ${steps//,/ }; do
       [[ ${FULL:-0} == 1 ]] || select=(-k "not expert_solution_is_correct and not baseline_is_correct")
       step gpu-tests python3 -m pytest -m gpu -q -rP -p no:cacheprovider "${select[@]}" "$@" tests ;;
     mcp)
-      step bench-mcp python3 benchmarks/mcp_roundtrip.py ;;
+      step bench-mcp python3 benchmarks/mcp_roundtrip.py "$@" ;;
     bench)
       step bench-repeatability python3 benchmarks/timing_repeatability.py
       step bench-accuracy python3 benchmarks/timing_accuracy.py
