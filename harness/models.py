@@ -59,7 +59,7 @@ class SessionSpec(Frozen):
         return f"{self.task.replace('/', '__')}__{self.agent}__{model}__r{self.repeat}"
 
 
-EndReason = Literal["finished", "budget", "time_limit", "turn_limit", "crash", "infra_error"]
+EndReason = Literal["finished", "budget", "time_limit", "turn_limit", "resource_limit", "crash", "infra_error"]
 
 
 class Usage(Frozen):

@@ -24,8 +24,10 @@ As root, bubblewrap is told to drop every capability, so the agent cannot remoun
 /etc/shadow and /etc/gshadow files are replaced by /dev/null. `hide` masks folders with an empty tmpfs
 when they sit inside a bound folder (a suite installed under /usr or /opt, say).
 
-Not a container engine: no seccomp filter, no resource limits here (the harness's wall-clock limit and
-process-group kill bound the agent; the evaluation worker has its own sandbox, toolkit/sandbox.py).
+Not a container engine: no seccomp filter. Resource limits are set where the agent is launched
+(harness/agents/process.py, AgentLimits): a pids and memory cgroup per session, a disk watch over the
+workspace and HOME, the wall-clock limit, and a kill of the whole process group and cgroup at the end. The
+evaluation worker has its own sandbox (toolkit/sandbox.py).
 """
 
 from __future__ import annotations

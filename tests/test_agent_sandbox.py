@@ -219,3 +219,16 @@ def test_probe_runs_in_the_environment_the_harness_has() -> None:
     assert caps.available == (caps.reason == "")
     if caps.available:
         assert caps.mechanism and caps.mechanism.startswith("bubblewrap") and caps.is_root == (os.geteuid() == 0)
+
+
+@needs_sandbox
+def test_killing_every_process_it_can_see_kills_only_the_agents_own(layout: Layout) -> None:
+    sentinel = subprocess.Popen(["sleep", "60"])  # stands for the harness, the server, other sessions
+    try:
+        # `kill -9 -1` in a pid namespace reaches only that namespace; this test's own python process
+        # surviving `pkill -f python` is the second half of the check
+        run_in(layout, "sleep 30 & kill -9 -1; pkill -9 -f python; pkill -9 sleep; echo done")
+        assert sentinel.poll() is None, "a process outside the sandbox was killed from inside it"
+    finally:
+        sentinel.kill()
+        sentinel.wait()

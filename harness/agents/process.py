@@ -24,6 +24,9 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from crucible.toolkit.sandbox import RunCgroup
+from crucible.toolkit.sandbox import probe as probe_worker_sandbox
+
 from ..clients import ClientError, HeadlessSpec, HttpServer, SessionUsage, find_binary, model_price
 from ..models import RunConfig, SessionEnd, Usage
 from ..sandbox import NO_GPU_ENV, cli_tools_ro
@@ -37,7 +40,21 @@ KILL_GRACE_S = 2.0
 """Between SIGTERM and SIGKILL of the group: lets a CLI flush its last event."""
 STDERR_TAIL = 4000
 
-Stopped = Literal["exited", "time_limit", "cancelled", "budget"]
+Stopped = Literal["exited", "time_limit", "cancelled", "budget", "resource_limit"]
+
+
+class AgentLimits(BaseModel):
+    """What one agent may take of the host, so that a runaway (a fork bomb, a disk filler, a memory hog)
+    hurts only its own session. Processes and memory through a per-session cgroup where the host lets us
+    make one (toolkit/sandbox.py); disk by watching the folders the agent can write."""
+
+    model_config = ConfigDict(frozen=True)
+
+    max_processes: int = 512
+    memory_mb: int = 16384
+    disk_mb: int = 4096
+    """Workspace and HOME together."""
+    disk_check_s: float = 1.0
 
 
 class ProcessResult(BaseModel):
@@ -53,6 +70,8 @@ class ProcessResult(BaseModel):
     lines: list[str]
     """Its stdout, line by line (also written to the events file)."""
     stderr_tail: str
+    limit_note: str = ""
+    """Why it was stopped at a resource limit (disk, memory), when it was."""
 
 
 def clean_env(ctx: SessionContext, extra: dict[str, str], environ: dict[str, str] | None = None) -> dict[str, str]:
@@ -88,20 +107,51 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
+def folder_bytes(folders: Sequence[Path], stop_at: int | None = None) -> int:
+    """Bytes of the regular files under `folders` (links not followed); stops counting past `stop_at`."""
+    total = 0
+    stack = [str(f) for f in folders]
+    while stack:
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except OSError:
+            continue
+        for e in entries:
+            try:
+                if e.is_dir(follow_symlinks=False):
+                    stack.append(e.path)
+                elif e.is_file(follow_symlinks=False):
+                    total += e.stat(follow_symlinks=False).st_blocks * 512
+            except OSError:
+                continue
+        if stop_at is not None and total > stop_at:
+            break
+    return total
+
+
 def run_headless(cmd: Sequence[str], *, cwd: Path, env: dict[str, str], events_path: Path, stderr_path: Path,
                  time_limit_s: float, cancel: threading.Event,
-                 watch: Callable[[str], bool] | None = None) -> ProcessResult:
+                 watch: Callable[[str], bool] | None = None, limits: AgentLimits | None = None,
+                 writable: Sequence[Path] = ()) -> ProcessResult:
     """Run `cmd` in its own process group (and session), stdin from /dev/null; write each stdout line to
     `events_path` as it comes; `watch(line)` returning True stops it (reason `budget`). At the time limit
     or on `cancel` the whole group gets SIGTERM, then SIGKILL; and after a normal exit any leftover of the
-    group is killed too, so nothing of the agent outlives its session."""
+    group is killed too, so nothing of the agent outlives its session. With `limits`: the processes and
+    memory of the whole tree are capped by a cgroup (all of it killed at the end, escapees of the group
+    included), and the agent is stopped (reason `resource_limit`) once `writable` holds more than the disk
+    limit."""
     events_path.parent.mkdir(parents=True, exist_ok=True)
     stderr_path.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     lines: list[str] = []
     over_budget = threading.Event()
+    cgroup = _agent_cgroup(limits) if limits else None
+    prefix = cgroup.join_prefix() if cgroup else []
+    disk_limit = limits.disk_mb << 20 if limits and writable else None
+    next_disk_check = started
+    disk_note = ""
     with open(stderr_path, "wb") as err, open(events_path, "w", encoding="utf-8") as events:
-        proc = subprocess.Popen(list(cmd), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        proc = subprocess.Popen([*prefix, *cmd], cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=err, start_new_session=True)
         pgid = proc.pid
 
@@ -126,6 +176,14 @@ def run_headless(cmd: Sequence[str], *, cwd: Path, env: dict[str, str], events_p
                 stopped = "budget"
             elif time.monotonic() >= deadline:
                 stopped = "time_limit"
+            elif disk_limit is not None and time.monotonic() >= next_disk_check:
+                assert limits is not None
+                next_disk_check = time.monotonic() + limits.disk_check_s
+                used = folder_bytes(writable, stop_at=disk_limit)
+                if used > disk_limit:
+                    stopped = "resource_limit"
+                    disk_note = (f"stopped: the workspace and HOME hold more than the {limits.disk_mb} MB disk "
+                                 "limit")
             if stopped != "exited":
                 break
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -140,13 +198,26 @@ def run_headless(cmd: Sequence[str], *, cwd: Path, env: dict[str, str], events_p
             if not _group_alive(pgid):
                 break
             time.sleep(0.02)
+        oom = False
+        if cgroup is not None:
+            oom = cgroup.oom_killed()
+            cgroup.kill_all()  # what left the process group (setsid, double forks) dies too
+            cgroup.remove()
         reader.join(timeout=5)
         if proc.stdout is not None:
             proc.stdout.close()
+    if oom and stopped == "exited":
+        stopped, disk_note = "resource_limit", f"the kernel killed the agent at its {limits.memory_mb} MB memory limit"  # type: ignore[union-attr]
     exit_code = proc.returncode if stopped == "exited" else None
     tail = stderr_path.read_bytes()[-STDERR_TAIL:].decode("utf-8", errors="replace")
     return ProcessResult(exit_code=exit_code, stopped=stopped, wall_s=time.monotonic() - started, pgid=pgid,
-                         lines=list(lines), stderr_tail=tail)
+                         lines=list(lines), stderr_tail=tail, limit_note=disk_note)
+
+
+def _agent_cgroup(limits: AgentLimits) -> RunCgroup | None:
+    """The engine's per-run cgroup (toolkit/sandbox.py), reused for the agent; None where the host does
+    not let us make one (then only the process group and the disk watch bound the agent)."""
+    return RunCgroup.create(probe_worker_sandbox(), memory_mb=limits.memory_mb, max_processes=limits.max_processes)
 
 
 class BudgetWatch:
@@ -267,7 +338,8 @@ class CliAgent:
             result = run_headless([*ctx.sandbox_prefix, *self.command(ctx, binary, config)], cwd=ctx.workspace,
                                   env=env, events_path=ctx.events_path,
                                   stderr_path=ctx.session_dir / f"{self.name}.stderr",
-                                  time_limit_s=ctx.time_limit_s, cancel=cancel, watch=watch)
+                                  time_limit_s=ctx.time_limit_s, cancel=cancel, watch=watch,
+                                  limits=AgentLimits(), writable=[ctx.workspace, ctx.home])
         except OSError as exc:  # the sandbox or the CLI vanished since preflight
             return AgentResult(end=SessionEnd(reason="infra_error", message=f"{self.name} could not start: {exc}"),
                                usage=Usage())
@@ -281,6 +353,8 @@ class CliAgent:
             return SessionEnd(reason="infra_error", message="cancelled by the harness before the agent finished")
         if result.stopped == "budget":
             return SessionEnd(reason="budget", message=f"stopped: cost {usage.cost_usd} USD passed the budget")
+        if result.stopped == "resource_limit":
+            return SessionEnd(reason="resource_limit", message=result.limit_note)
         failure = self.mcp_failure(usage, result)
         if failure is not None:
             return SessionEnd(reason="infra_error", message=failure, exit_code=result.exit_code)
