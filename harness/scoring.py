@@ -51,7 +51,7 @@ CANDIDATE_FAILURES = {"crash", "exit", "oom", "error"}
 
 def scoring_request(backend: Backend) -> EvalRequest:
     return EvalRequest(configs="all", timing="quick" if backend == "cpu" else "careful", backend=backend,
-                       integrity=True)
+                       integrity="full")
 
 
 def score_session(task: Task, submission: Path | None, backend: Backend, *,

@@ -10,6 +10,7 @@
 #   calibrate crucible calibrate (not in the default list: it changes the ceilings later steps use)
 #   tests     pytest -m gpu (the per-task expert/baseline tests are left to `validate` unless FULL=1)
 #   bench     timing repeatability and accuracy, tool turnaround, the MCP round trip
+#   integrity the runtime defences' cost on every expert solution, and their false alarms (none expected)
 #   mcp       the MCP round trip alone (get_task over stdio; what run_tests adds over the engine)
 #   run       crucible run --no-sandbox --suite core (the scripted expert plan), and its report
 # Each step runs under `timeout $STEP_TIMEOUT` (default 540 s). Logs and figures land in benchmarks/results/
@@ -53,6 +54,8 @@ for s in ${steps//,/ }; do
       select=()
       [[ ${FULL:-0} == 1 ]] || select=(-k "not expert_solution_is_correct and not baseline_is_correct")
       step gpu-tests python3 -m pytest -m gpu -q -rP -p no:cacheprovider "${select[@]}" "$@" tests ;;
+    integrity)  # what the runtime defences cost on the experts, and that none fires on them
+      step integrity-cost python3 benchmarks/integrity_cost.py "$@" ;;
     mcp)
       step bench-mcp python3 benchmarks/mcp_roundtrip.py "$@" ;;
     bench)
@@ -67,7 +70,7 @@ for s in ${steps//,/ }; do
         --concurrency "${JOBS:-3}" --out /tmp/crucible-run
       crucible report /tmp/crucible-run --json > benchmarks/results/scripted_run_report.json 2>>"$logs/run.log"
       crucible report /tmp/crucible-run > benchmarks/results/scripted_run_report.txt 2>>"$logs/run.log" ;;
-    *) echo "unknown step $s (validate, calibrate, tests, bench, mcp, run)"; rc=2 ;;
+    *) echo "unknown step $s (validate, calibrate, tests, bench, integrity, mcp, run)"; rc=2 ;;
   esac
 done
 [[ -n ${OUT:-} ]] && tar czf "$OUT/gpu-results.tgz" benchmarks/results

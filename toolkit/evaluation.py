@@ -50,10 +50,11 @@ class EvalRequest(BaseModel):
     gpu: int | None = None
     timeout_s: float | None = None
     """Override the task's worker time limit."""
-    integrity: bool | None = None
-    """Profile one call of each config for the runtime defences that need it (own kernels, forbidden ops,
-    the timing cross-check; toolkit/integrity.py). None: only with careful timing, so `run_tests` stays
-    quick; final scoring asks for it always."""
+    integrity: Literal["full", "checks", "off"] | None = None
+    """The runtime defences (toolkit/integrity.py). `checks`: the float64 oracle, determinism, fresh values
+    at the same addresses, patched functions; `full`: also a profiled call per config (own kernels,
+    forbidden ops, the timing cross-check); `off`: none of these (to measure what they cost). None: `full`
+    with careful timing, else `checks`, so `run_tests` stays quick; final scoring asks for `full`."""
 
 
 @cache
@@ -191,7 +192,7 @@ def evaluate(task: Task, snapshot: Snapshot, request: EvalRequest | None = None,
         "candidate": _kernel_desc(task, cand_build, snapshot.root / task.spec.candidate),
         "baseline": baseline, "timing": request.timing, "compiled_baseline": request.compiled_baseline,
         "backend": backend, "profile_reps": profile_reps,
-        "integrity": request.integrity if request.integrity is not None else request.timing == "careful",
+        "integrity": request.integrity or ("full" if request.timing == "careful" else "checks"),
     }
     outcome = _run(task, "evaluate", payload, backend, request, on_progress, cancel, pool)
     extra = {"build": build_dump, "isolation": outcome.isolation, "stderr_tail": outcome.stderr_tail}

@@ -46,7 +46,7 @@ from .evaluation import (
 from .results import Evaluation
 from .task import Config, Task, load_task, task_metrics
 from .worker import run_job
-from .workspace import materialize, take_snapshot
+from .workspace import Snapshot, materialize, take_snapshot
 
 # The reference checks run in a sandboxed worker like every evaluation (a task's reference may be slow,
 # hang or exhaust memory on a big config); the job is registered here so toolkit/jobs.py stays untouched.
@@ -273,7 +273,8 @@ def _reference_checks(task: Task, backend: Backend) -> list[Check]:
 
 # ---------------------------------------------------------------- kernels, through evaluate
 
-def _snapshot_of(task: Task, file: str, folder: Path):
+def snapshot_of_file(task: Task, file: str, folder: Path) -> Snapshot:
+    """A snapshot of a workspace whose candidate is `file` of the task (its solution, baseline or stub)."""
     ws = folder / Path(file).stem
     materialize(task, ws, overwrite=True)
     shutil.copyfile(task.file(file), ws / task.spec.candidate)
@@ -282,7 +283,7 @@ def _snapshot_of(task: Task, file: str, folder: Path):
 
 def _evaluate_file(task: Task, file: str, request: EvalRequest) -> Evaluation:
     with tempfile.TemporaryDirectory(prefix="crucible-validate-") as folder:
-        return evaluate(task, _snapshot_of(task, file, Path(folder)), request)
+        return evaluate(task, snapshot_of_file(task, file, Path(folder)), request)
 
 
 def _compile_only(task: Task, file: str, backend: Backend, name: str) -> Check:
