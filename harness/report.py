@@ -253,7 +253,10 @@ class Report(BaseModel):
     unscored: list[SessionLine]
     """Not finished or not yet scored; left out of every figure."""
     flagged: list[SessionLine]
-    """Sessions with integrity flags (any verdict), with the flags' evidence."""
+    """Sessions caught by a runtime defence (verdict `flagged`) or carrying an integrity flag (tripwires,
+    impossible peak fractions, no-ops, changed submissions), any verdict, with the flags' evidence."""
+    audit: list[SessionLine] = Field(default_factory=list)
+    """Sessions whose only flags are speedups above 10x: plausible against a slow baseline, worth a look."""
     entrants: list[EntrantReport]
     tasks: list[TaskResult]
     points: list[SessionLine]
@@ -363,9 +366,17 @@ def build_report(outcomes: list[SessionOutcome], run_dir: Path | str = "", run: 
         run_dir=str(run_dir), run=run, sessions=len(outcomes), scored=len(scored),
         infra_errors=[_line(o) for o in outcomes if o.infra_error],
         unscored=[_line(o) for o in outcomes if o.score is None and not o.infra_error],
-        flagged=[_line(o) for o in outcomes if o.score and (o.score.flags or o.score.verdict == "flagged")],
+        flagged=[_line(o) for o in outcomes if o.score and (o.score.verdict == "flagged"
+                                                             or any(is_integrity_flag(f) for f in o.score.flags))],
+        audit=[_line(o) for o in outcomes if o.score and o.score.verdict != "flagged" and o.score.flags
+               and not any(is_integrity_flag(f) for f in o.score.flags)],
         entrants=rows, tasks=tasks, points=[_line(o) for o in scored],
         cost_total_usd=sum(o.usage.cost_usd or 0.0 for o in outcomes), notes=notes)
+
+
+def is_integrity_flag(flag: str) -> bool:
+    """Everything but the "speedup>10x" audit note (harness/scoring.py, physics_flags)."""
+    return not flag.startswith("speedup>")
 
 
 def report_for(run_dir: Path | str) -> Report:
@@ -497,4 +508,7 @@ def report_text(r: Report) -> str:
         out += ["", "== unscored (not finished; left out)", _session_table(r.unscored, with_flags=False)]
     if r.flagged:
         out += ["", "== flagged", _session_table(r.flagged, with_flags=True)]
+    if r.audit:
+        out += ["", "== for audit (speedups above 10x; plausible against a slow baseline)",
+                _session_table(r.audit, with_flags=True)]
     return "\n".join(out)

@@ -256,3 +256,17 @@ def test_terminal_escape_sequences_from_agents_are_neutralised(tmp_path: Path) -
     run = write_store(tmp_path / "run", [(evil, SOFTMAX, 0, "done", "finished", passed(1.5), usage(0.1))])
     text = leaderboard_text(run) + report_text(report_for(run))
     assert "\x1b" not in text and "\x07" not in text
+
+
+def test_only_speedups_above_10x_go_to_audit_every_other_flag_is_an_integrity_flag() -> None:
+    from crucible.harness.report import is_integrity_flag
+    from crucible.harness.scoring import physics_flags
+    from crucible.toolkit.results import ConfigResult, Evaluation, IntegrityFinding
+
+    ev = Evaluation(task=SOFTMAX, snapshot="s", backend="cuda", status="ok", message="", timing_comparable=True,
+                    configs=[ConfigResult(config="fast", status="pass", speedup=12.0),
+                             ConfigResult(config="impossible", status="pass", speedup=2.0, peak_fraction=1.4)])
+    speed, peak = physics_flags(ev)
+    assert not is_integrity_flag(speed) and is_integrity_flag(peak)
+    assert is_integrity_flag(IntegrityFinding(defence="stale_results", config="c", evidence="e").flag())
+    assert is_integrity_flag("tripwire:identity_cache kernel.py:3: x (why)")
