@@ -262,6 +262,8 @@ def report_html(report: Report) -> str:
         "<h2>Flagged sessions</h2>",
         session_table(report.flagged, "flagged", flags=True) if report.flagged else '<p class="empty">none</p>',
     ]
+    if report.audit:
+        parts += ["<h2>For audit (speedups above 10x)</h2>", session_table(report.audit, "audit", flags=True)]
     if report.unscored:
         parts += ["<h2>Unscored sessions (not finished; left out)</h2>",
                   session_table(report.unscored, "unscored", flags=False)]
