@@ -27,11 +27,13 @@ DEFAULT_TASK = {".py": "triton2triton/vadd", ".cu": "cuda2cuda/rmsnorm"}
 TASK_ROOTS = (CORPUS / "tasks", HERE / "fixtures" / "tasks")
 
 
-def expected(path: Path) -> list[str]:
-    first = path.read_text().splitlines()[0]
-    m = re.match(r"^(#|//) expect: (.+)$", first)
+def expected(path: Path, *, gpu: bool = False) -> list[str]:
+    """The first line's `expect:` list; on a GPU also the `expect-gpu:` line's (what only a GPU can show)."""
+    text = path.read_text()
+    m = re.match(r"^(#|//) expect: (.+)$", text.splitlines()[0])
     assert m, f"{path.name}: the first line must be `# expect: DEFENCE ...`"
-    return m.group(2).split()
+    more = re.search(r"^(?:#|//) expect-gpu: (.+)$", text, re.M) if gpu else None
+    return m.group(2).split() + (more.group(1).split() if more else [])
 
 
 def task_of(path: Path) -> Task:
@@ -44,8 +46,9 @@ def task_of(path: Path) -> Task:
     return find_task(task_id)
 
 
-def runtime_cases(suffix: str) -> list[Path]:
-    return [p for p in CHEATS if p.suffix == suffix and any(not e.startswith("tripwire:") for e in expected(p))]
+def runtime_cases(suffixes: tuple[str, ...], *, gpu: bool = False) -> list[Path]:
+    return [p for p in CHEATS if p.suffix in suffixes
+            and any(not e.startswith("tripwire:") for e in expected(p, gpu=gpu))]
 
 
 def score_cheat(cheat: Path, backend: str, tmp_path: Path) -> tuple[str, list[str], str]:
@@ -57,8 +60,8 @@ def score_cheat(cheat: Path, backend: str, tmp_path: Path) -> tuple[str, list[st
     return score.verdict, score.flags, score.message
 
 
-def assert_caught(cheat: Path, verdict: str, flags: list[str], message: str) -> None:
-    for want in expected(cheat):
+def assert_caught(cheat: Path, verdict: str, flags: list[str], message: str, *, gpu: bool = False) -> None:
+    for want in expected(cheat, gpu=gpu):
         kind, _, name = want.partition(":")
         if kind == "runtime":
             assert any(f.startswith(f"runtime:{name}") for f in flags), (
@@ -67,17 +70,17 @@ def assert_caught(cheat: Path, verdict: str, flags: list[str], message: str) -> 
             assert verdict == name, f"{cheat.name}: verdict {verdict}, expected {name}; {message[:500]}; {flags}"
 
 
-@pytest.mark.parametrize("cheat", runtime_cases(".py"), ids=lambda p: p.name)
+@pytest.mark.parametrize("cheat", runtime_cases((".py",)), ids=lambda p: p.name)
 def test_each_triton_cheat_is_caught_at_runtime_on_the_cpu(cheat: Path, tmp_path: Path) -> None:
     assert_caught(cheat, *score_cheat(cheat, "cpu", tmp_path))
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("cheat", runtime_cases(".cu"), ids=lambda p: p.name)
-def test_each_cuda_cheat_is_caught_at_runtime_on_the_gpu(cheat: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("cheat", runtime_cases((".cu", ".py"), gpu=True), ids=lambda p: p.name)
+def test_each_cheat_is_caught_at_runtime_on_the_gpu(cheat: Path, tmp_path: Path) -> None:
     verdict, flags, message = score_cheat(cheat, "cuda", tmp_path)
     print(f"REDTEAM {cheat.name}: {verdict}; {flags}")  # the figures of the GPU run keep this line
-    assert_caught(cheat, verdict, flags, message)
+    assert_caught(cheat, verdict, flags, message, gpu=True)
 
 
 def tripwires_of(path: Path) -> set[str]:
