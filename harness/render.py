@@ -65,6 +65,10 @@ def evaluation_text(e: Evaluation) -> str:
                          "-" if c.peak_fraction is None else f"{c.peak_fraction:.2f}"])
         lines.append(table(["config", "status", "max abs err", "cand us", "base us", "compiled us", "speedup",
                             "peak"], rows))
+    findings = [f for c in e.configs for f in c.integrity]
+    if findings:
+        lines.append("integrity (docs/integrity.md):")
+        lines += [f"  {'CAUGHT' if f.caught else 'audit '} {f.flag()}" for f in findings]
     if e.speedup is not None:
         note = "" if e.timing_comparable else " (cpu timings: not comparable with GPU figures)"
         lines.append(f"speedup (geomean, against {e.speedup_against}): {e.speedup:.2f}x{note}")

@@ -108,3 +108,16 @@ def test_a_patched_timer_is_reported_by_name_and_nothing_when_untouched() -> Non
         time.perf_counter = original
     assert len(found) == 1 and found[0].defence == "patched_runtime" and "time.perf_counter" in found[0].evidence
     assert integrity.patched_findings(before, "c") == []
+
+
+def test_the_cli_shows_what_the_defences_saw() -> None:
+    from crucible.harness.render import evaluation_text
+    from crucible.toolkit.results import ConfigResult, Evaluation, IntegrityFinding
+
+    seen = IntegrityFinding(defence="stale_results", config="small", evidence="the result for the old values")
+    audit = IntegrityFinding(defence="nondeterminism", config="small", evidence="differ in 2 of 10 elements")
+    ev = Evaluation(task="t", snapshot="abc", backend="cpu", status="ok", message="m",
+                    configs=[ConfigResult(config="small", status="pass", integrity=[seen, audit])])
+    text = evaluation_text(ev)
+    assert "CAUGHT runtime:stale_results small: the result for the old values" in text
+    assert "audit  runtime:nondeterminism small" in text
