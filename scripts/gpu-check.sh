@@ -38,6 +38,9 @@ step() {  # step NAME CMD...: run under the time limit, log to $logs/NAME.log, r
   echo "== $name ($(date +%T))"
   timeout --kill-after=10 "$limit" "$@" 2>&1 | tee "$logs/$name.log"
   local code=${PIPESTATUS[0]}
+  # A step killed at its limit can leave servers and workers behind (they run in sessions of their own);
+  # they would hold the GPU and disturb every later step.
+  pkill -9 -f 'crucible.toolkit.worker_main|crucible.harness.cli serve' 2>/dev/null || true
   echo "== $name: exit $code"
   [[ $code == 0 ]] || rc=1
 }
