@@ -58,7 +58,7 @@ async def measure(args: argparse.Namespace, root: Path) -> dict:
         # Warm both paths (build cache, Triton cache), then interleave so drift hits both alike.
         await client.call_tool("run_tests", {"configs": [config], "seeds": 1})
         evaluate(task, snap, request)
-        direct, served, layer = [], [], []
+        direct, served, layer, phases = [], [], [], []
         for _ in range(args.repeats):
             t0 = time.perf_counter()
             ev = await anyio.to_thread.run_sync(lambda: evaluate(task, snap, request))
@@ -68,6 +68,7 @@ async def measure(args: argparse.Namespace, root: Path) -> dict:
             served.append(time.perf_counter() - t0)
             # The engine's own time is in the report: the rest is the server's (snapshot, ledger, JSON, pipe).
             layer.append(served[-1] - result.structured_content["seconds"])
+            phases.append({"direct": ev.phases, "served": result.structured_content.get("phases", {})})
             assert ev.status == "ok" and result.structured_content["status"] == "ok", result.content
             assert result.structured_content["source_hash"] == snap.digest
     return {
@@ -82,6 +83,7 @@ async def measure(args: argparse.Namespace, root: Path) -> dict:
             "added_median_s": round(statistics.median(served) - statistics.median(direct), 4),
             "added_pairwise_median_s": round(statistics.median(s - d for s, d in zip(served, direct, strict=True)), 4),
             "server_layer_median_ms": round(statistics.median(layer) * 1e3, 2),
+            "phases_last": phases[-1] if phases else {},
             "note": "added_*: wall time of run_tests over stdio minus evaluate() in-process (noisy: the worker's "
                     "start-up varies by ~0.2 s); server_layer: run_tests wall time minus the engine's own "
                     "`seconds` in the report (snapshot, lock, thread, ledger, JSON, stdio)",

@@ -180,6 +180,9 @@ class ConfigReport(Model):
     first_mismatch: MismatchAt | None
     problems: list[str]
     """Rule violations other than wrong values (mutated inputs, replaced outputs, runs that disagree)."""
+    integrity: list[str] = Field(default_factory=list)
+    """What the runtime defences saw (`runtime:DEFENCE CONFIG: evidence`): in final scoring any but
+    nondeterminism makes the verdict `flagged`."""
     candidate_us: float | None
     """Median time of your kernel, microseconds."""
     baseline_us: float | None
@@ -207,6 +210,8 @@ class RunTestsReport(Model):
     backend: str
     source_hash: str
     seconds: float
+    phases: dict[str, float] = Field(default_factory=dict)
+    """Where the seconds went (build, worker, checks, timing)."""
     evaluator_version: str = EVALUATOR_VERSION
 
 
@@ -221,7 +226,7 @@ def _config_report(c: ConfigResult) -> ConfigReport:
     return ConfigReport(
         config=c.config, status=c.status, message=c.message, max_abs_err=c.max_abs_err,
         max_rel_err=c.max_rel_err, first_mismatch=first,
-        problems=sorted({p for s in c.seeds for p in s.problems}),
+        problems=sorted({p for s in c.seeds for p in s.problems}), integrity=[f.flag() for f in c.integrity],
         candidate_us=c.candidate.median_us if c.candidate else None,
         baseline_us=c.baseline.median_us if c.baseline else None, speedup=c.speedup)
 
@@ -243,7 +248,7 @@ def run_tests_report(ev: Evaluation) -> RunTestsReport:
                       speedup_against=ev.speedup_against, timing_comparable=ev.timing_comparable,
                       timing_note=note, diagnostics=diagnostics,
                       output_tail=ev.stderr_tail[-4000:] if crashed else "", backend=ev.backend,
-                      source_hash=ev.snapshot, seconds=round(ev.seconds, 3))
+                      source_hash=ev.snapshot, seconds=round(ev.seconds, 3), phases=ev.phases)
 
 
 # ---------------------------------------------------------------- submit

@@ -166,6 +166,7 @@ def evaluate(task: Task, snapshot: Snapshot, request: EvalRequest | None = None,
                           **extra)  # type: ignore[arg-type]
 
     cand_build = build(task, snapshot.root, task.spec.candidate, backend)
+    built = time.perf_counter()
     if not names and cand_build.ok:
         return finish("not_run", "every requested config is too large for this backend", configs=skipped,
                       build=cand_build.model_dump(mode="json"))
@@ -199,12 +200,13 @@ def evaluate(task: Task, snapshot: Snapshot, request: EvalRequest | None = None,
     if outcome.status != "ok" or outcome.result is None:
         return finish(OUTCOME_STATUS.get(outcome.status, "error"), outcome.message, **extra)
     result = outcome.result
+    phases = {"build_s": round(built - started, 4), "worker_s": round(outcome.seconds, 4), **result.get("phases", {})}
     device = DeviceInfo.model_validate(result["device"])
     if "load_error" in result:
         return finish("error", "loading the candidate failed:\n" + result["load_error"], device=device, **extra)
     configs = [with_peak_fraction(ConfigResult.model_validate(c), device, task) for c in result["configs"]] + skipped
     kernels = {name: [KernelTime.model_validate(k) for k in rows] for name, rows in result.get("kernels", {}).items()}
-    return finish(*summarize(configs, task), configs=configs, device=device, kernels=kernels,
+    return finish(*summarize(configs, task), configs=configs, device=device, kernels=kernels, phases=phases,
                   correct=all(c.status in ("pass", "skipped") for c in configs), **speedups(configs, task, backend), **extra)
 
 

@@ -167,4 +167,7 @@ class Evaluation(Model):
     isolation: dict[str, str] = Field(default_factory=dict)
     stderr_tail: str = ""
     seconds: float = 0
+    phases: dict[str, float] = Field(default_factory=dict)
+    """Where `seconds` went: build_s and worker_s (the job's wall time, start-up included) here; load_s,
+    check_s, integrity_s, timing_s, profile_s inside the worker. For turnaround work, not for scores."""
     evaluator_version: str = EVALUATOR_VERSION

@@ -18,6 +18,7 @@ import functools
 import importlib.util
 import math
 import sys
+import time
 import traceback
 import types
 from collections.abc import Callable
@@ -36,6 +37,8 @@ DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.
           "float64": torch.float64, "int32": torch.int32, "int64": torch.int64, "int8": torch.int8,
           "uint8": torch.uint8, "bool": torch.bool}
 CTYPES = {"int32": ctypes.c_int32, "int64": ctypes.c_int64, "float32": ctypes.c_float, "float64": ctypes.c_double}
+
+_perf_counter = time.perf_counter  # bound before candidate code runs (it may patch time.perf_counter)
 
 Kernel = Callable[[list[torch.Tensor], list[torch.Tensor], dict[str, Any]], None]
 """Destination-passing call: kernel(inputs, outputs, params)."""
@@ -337,6 +340,16 @@ def run_evaluation(payload: dict, progress: Callable[[dict], None]) -> dict:
     """Worker job "evaluate". Payload: task_root, configs (names), seeds, candidate {language, path,
     entry}, baseline (same shape, or "reference" for torch2X, or None), timing ("none"|"quick"|
     "careful"), compiled_baseline (bool), backend."""
+    clock = _perf_counter()
+    phases: dict[str, float] = {}
+
+    def lap(phase: str) -> None:
+        """Add the time since the last lap to `phase`."""
+        nonlocal clock
+        now = _perf_counter()
+        phases[phase] = phases.get(phase, 0.0) + now - clock
+        clock = now
+
     task = load_task(Path(payload["task_root"]))
     device = torch.device("cuda" if payload["backend"] == "cuda" else "cpu")
     info = device_info(device)
@@ -356,6 +369,7 @@ def run_evaluation(payload: dict, progress: Callable[[dict], None]) -> dict:
         baseline = reference_kernel(ref, task)
     elif baseline_desc:
         baseline = load_kernel(baseline_desc, task, "crucible_baseline")
+    lap("load_s")
     opts = {"quick": QUICK, "careful": CAREFUL}.get(payload.get("timing", "none"))
     if opts is not None and payload.get("timing_options"):
         opts = opts.model_copy(update=payload["timing_options"])
@@ -370,6 +384,7 @@ def run_evaluation(payload: dict, progress: Callable[[dict], None]) -> dict:
         try:
             seeds, case0, refs0, findings = check_config(task, ref, candidate, config, payload["seeds"], device,
                                                          oracles=defences != "off")
+            lap("check_s")
         except (MemoryError, torch.cuda.OutOfMemoryError):
             raise  # the worker reports these as "oom"
         except Exception as exc:  # the candidate raised, or a CUDA error surfaced during its run
@@ -400,6 +415,7 @@ def run_evaluation(payload: dict, progress: Callable[[dict], None]) -> dict:
                                               device, reps=3 if device.type == "cuda" else 1)
                 findings += integrity.what_ran_findings(prof, list(task.spec.forbid_ops), task.spec.language,
                                                         device.type == "cuda", config.name)
+                lap("integrity_s")
             subjects = {"candidate": candidate}
             if baseline is not None:
                 subjects["baseline"] = baseline
@@ -431,12 +447,14 @@ def run_evaluation(payload: dict, progress: Callable[[dict], None]) -> dict:
                     update["achieved_tflops"] = flops / seconds / 1e12
                     update["achieved_gbps"] = nbytes / seconds / 1e9
         results.append(result.model_copy(update=update))
+        lap("timing_s")
         if payload.get("profile_reps") and update.get("status", "pass") == "pass" and case0 is not None:
             progress({"stage": "profile", "config": config.name})
             kernel_profiles[config.name] = kernel_breakdown(candidate, case0, int(payload["profile_reps"]))
+            lap("profile_s")
     progress({"stage": "done", "done": len(configs), "total": len(configs)})
     return {"device": info.model_dump(), "configs": [r.model_dump() for r in results],
-            "kernels": kernel_profiles}
+            "kernels": kernel_profiles, "phases": {k: round(v, 4) for k, v in phases.items()}}
 
 
 def kernel_breakdown(kernel: Kernel, case: Case, reps: int) -> list[dict]:
