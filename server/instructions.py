@@ -23,6 +23,7 @@ Rules:
 after the session. Do not hard-code the visible shapes: handle any size the signature allows.
 - Compute the result yourself: do not call the reference, PyTorch operators that do the work, or the \
 baseline from your kernel. Do not read or modify anything outside your workspace.
+- Results are checked against cheating: inputs change between calls (at the same addresses too), outputs are compared with a float64 reference, the kernels that ran are profiled, the timer is out of your reach. A caught shortcut (cached results, lower precision than the task's dtype, work on another stream, patched functions, exiting early) makes the final verdict `flagged` and earns nothing; run_tests lists what the checks saw under each config's `integrity`.
 - A tool result with isError=true means the call could not do its job (your code does not compile, \
 crashed, hung, or an argument was wrong): the message says what happened and what to do. A kernel that \
 runs but gives wrong answers is a normal result with correct=false and the first mismatch.
