@@ -59,15 +59,20 @@ def main() -> None:
                              "findings_on_expert": sorted(set(findings))}
             print(f"{task.id}: off {off:.1f}s full {full:.1f}s ({rows[task.id]['extra_pct']:+.1f}%); "
                   f"{status}; findings {len(set(findings))}", flush=True)
+            save(rows, backend, timing, args.repeats)  # after every task: a run cut short keeps its figures
+
+
+def save(rows: dict, backend: str, timing: str, repeats: int) -> None:
     total_off = sum(r["off_s"] for r in rows.values())
     total_full = sum(r["full_s"] for r in rows.values())
-    figures = {"backend": backend, "timing": timing, "repeats": args.repeats, "tasks": rows,
+    figures = {"backend": backend, "timing": timing, "repeats": repeats, "tasks": rows,
                "total_off_s": round(total_off, 1), "total_full_s": round(total_full, 1),
                "extra_pct": round(100 * (total_full - total_off) / max(total_off, 1e-9), 1), "goal_extra_pct": 20,
                "false_alarms": {k: r["findings_on_expert"] for k, r in rows.items() if r["findings_on_expert"]}}
-    print(f"total: off {total_off:.0f}s, full {total_full:.0f}s, {figures['extra_pct']:+.1f}%; "
-          f"false alarms on {len(figures['false_alarms'])} tasks")
+    print(f"so far: {len(rows)} tasks, off {total_off:.0f}s, full {total_full:.0f}s, {figures['extra_pct']:+.1f}%; "
+          f"false alarms on {len(figures['false_alarms'])} tasks", flush=True)
     write(f"integrity_cost_{backend}", figures, "python3 " + " ".join(sys.argv))
+
 
 
 if __name__ == "__main__":
