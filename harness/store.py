@@ -59,6 +59,8 @@ from typing import Any, Literal
 import sqlite_utils
 from pydantic import BaseModel, ConfigDict
 
+from crucible.server.ledger import CallFields, SubmissionRow
+
 from .models import Score, SessionEnd, SessionSpec, Usage
 
 STORE_FILE = "store.db"
@@ -113,34 +115,17 @@ class SessionRow(Row):
                                        "exit_code": end.exit_code, "finished_at": finished_at})
 
 
-class ToolCallRow(Row):
-    """A row of the session ledger's `calls` (server/ledger.py CallRow), keyed by session and call number."""
+class ToolCallRow(Row, CallFields):
+    """A row of the session ledger's `calls` (server/ledger.py), keyed by session and call number."""
 
     session_id: str
     call_id: int
-    tool: str
-    arguments: dict[str, Any]
-    source_hash: str | None = None
-    started_at: str
-    duration_s: float | None = None
-    outcome: str
-    status: str | None = None
-    summary: str = ""
-    error: str | None = None
 
 
-class SubmissionRecord(Row):
+class SubmissionRecord(Row, SubmissionRow):
+    """A row of the session ledger's `submissions` (server/ledger.py), keyed by session."""
+
     session_id: str
-    n: int
-    call_id: int
-    source_hash: str
-    path: str
-    status: str
-    correct: bool | None = None
-    speedup: float | None = None
-    verdict: dict[str, Any]
-    note: str | None = None
-    at: str
 
 
 class ScoreRow(Row):

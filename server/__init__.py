@@ -10,9 +10,23 @@
     instructions.py  what the server tells an agent about how to work
 """
 
-from .app import build_server
-from .http import ServeError, serve_http, serve_stdio, token_from_env
-from .session import SessionConfig, ToolLimits
+import importlib
+from typing import TYPE_CHECKING, Any
 
+if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and editors
+    from .app import build_server
+    from .http import ServeError, serve_http, serve_stdio, token_from_env
+    from .session import SessionConfig, ToolLimits
+
+# Loaded on first use, so that importing a light module of this package (the ledger's row models, which the
+# harness's store shares) does not pull in the MCP SDK and the engine.
+_EXPORTS = {"build_server": "app", "ServeError": "http", "serve_http": "http", "serve_stdio": "http",
+            "token_from_env": "http", "SessionConfig": "session", "ToolLimits": "session"}
 __all__ = ["ServeError", "SessionConfig", "ToolLimits", "build_server", "serve_http", "serve_stdio",
            "token_from_env"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)

@@ -43,10 +43,11 @@ from pydantic import BaseModel, ConfigDict
 Outcome = Literal["running", "ok", "error", "cancelled", "timeout"]
 
 
-class CallRow(BaseModel):
+class CallFields(BaseModel):
+    """What the ledger records of one tool call (the harness's store copies it per session)."""
+
     model_config = ConfigDict(extra="forbid")
 
-    id: int
     tool: str
     arguments: dict[str, Any]
     source_hash: str | None = None
@@ -56,6 +57,10 @@ class CallRow(BaseModel):
     status: str | None = None
     summary: str = ""
     error: str | None = None
+
+
+class CallRow(CallFields):
+    id: int
 
 
 class SubmissionRow(BaseModel):
