@@ -87,6 +87,11 @@ class SessionEnd(Frozen):
 Verdict = Literal["pass", "incorrect", "compile_error", "no_submission", "timeout", "flagged", "infra_error"]
 
 
+AUDIT_PREFIX = "speedup>"
+"""Score flags starting with this are audit notes (a big speedup, harness/scoring.py), not integrity
+evidence; the report lists them apart."""
+
+
 class Score(Frozen):
     """The final scoring of a session's last submission, in a fresh worker, visible and hidden configs."""
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .models import EndReason, Score, Usage
+from .models import AUDIT_PREFIX, EndReason, Score, Usage
 from .render import table
 from .store import STORE_FILE, RunRow, Store, StoreError
 
@@ -376,7 +376,7 @@ def build_report(outcomes: list[SessionOutcome], run_dir: Path | str = "", run: 
 
 def is_integrity_flag(flag: str) -> bool:
     """Everything but the "speedup>10x" audit note (harness/scoring.py, physics_flags)."""
-    return not flag.startswith("speedup>")
+    return not flag.startswith(AUDIT_PREFIX)
 
 
 def report_for(run_dir: Path | str) -> Report:

@@ -41,7 +41,7 @@ from crucible.toolkit.task import Task
 from crucible.toolkit.tripwires import flags as tripwire_flags
 from crucible.toolkit.workspace import WorkspaceError, take_snapshot
 
-from .models import Score
+from .models import AUDIT_PREFIX, Score
 
 SPEEDUP_FLAG = 10.0
 PEAK_FLAG = 1.0
@@ -165,7 +165,7 @@ def physics_flags(ev: Evaluation) -> list[str]:
     """Figures too good to be true; only on comparable timings (the interpreter's say nothing)."""
     if not ev.timing_comparable:
         return []
-    flags = [f"speedup>{SPEEDUP_FLAG:g}x: {c.config} {c.speedup:.3g}x" for c in ev.configs
+    flags = [f"{AUDIT_PREFIX}{SPEEDUP_FLAG:g}x: {c.config} {c.speedup:.3g}x" for c in ev.configs
              if c.speedup is not None and c.speedup > SPEEDUP_FLAG]
     flags += [f"peak_fraction>{PEAK_FLAG:g}: {c.config} {c.peak_fraction:.3g}" for c in ev.configs
               if c.peak_fraction is not None and c.peak_fraction > PEAK_FLAG]

@@ -32,6 +32,7 @@ from typing import Any
 import torch
 
 from .results import IntegrityFinding
+from .tripwires import shorten
 
 PRECISION_RATIO = 100.0
 """An output more than this many times further from float64 than the reference itself is is flagged..."""
@@ -170,8 +171,10 @@ def _count_interpreter_launches() -> Iterator[list[int]]:
 
 
 def call_profile(call: Callable[[], None], device: torch.device, reps: int = 3) -> dict[str, Any]:
-    """Run `call` reps times under the profiler: the ops it ran (CPU side, e.g. aten::mm), the device
-    kernels with their time per call, and, in the Triton interpreter, how many kernels it launched."""
+    """Run `call` reps times under the profiler. Per call: the device kernels (and copies) with their time
+    and launch count (`kernels`, `kernel_calls`), the host ops with their own time (`host_us`,
+    `host_calls`; `ops` names them, e.g. aten::mm), and, in the Triton interpreter, how many kernels it
+    launched. The defences read it, and so does the `profile` tool's kernel breakdown (runtime.py)."""
     from torch.profiler import ProfilerActivity, profile
 
     on_gpu = device.type == "cuda"
@@ -187,14 +190,19 @@ def call_profile(call: Callable[[], None], device: torch.device, reps: int = 3) 
                 for _ in range(reps):
                     call()
             launches = count[0] / reps
-    ops, kernels = set(), {}
+    kernels: dict[str, float] = {}
+    kernel_calls: dict[str, float] = {}
+    host_us: dict[str, float] = {}
+    host_calls: dict[str, float] = {}
     for e in prof.events():
         if str(getattr(e, "device_type", "")).endswith("CUDA"):  # a kernel, copy or memset on the device
-            us = float(e.time_range.elapsed_us())
-            kernels[e.name] = kernels.get(e.name, 0.0) + us / reps
+            us, times, calls = float(e.time_range.elapsed_us()), kernels, kernel_calls
         else:
-            ops.add(e.name)
-    return {"ops": sorted(ops), "kernels": kernels, "interpreter_launches": launches}
+            us, times, calls = float(e.self_cpu_time_total), host_us, host_calls
+        times[e.name] = times.get(e.name, 0.0) + us / reps
+        calls[e.name] = calls.get(e.name, 0.0) + 1 / reps
+    return {"ops": sorted(host_us), "kernels": kernels, "kernel_calls": kernel_calls, "host_us": host_us,
+            "host_calls": host_calls, "interpreter_launches": launches}
 
 
 def what_ran_findings(prof: dict[str, Any], forbid: list[str], language: str, on_gpu: bool,
@@ -209,7 +217,7 @@ def what_ran_findings(prof: dict[str, Any], forbid: list[str], language: str, on
         kernels = prof["kernels"]
         own = [k for k in kernels if not LIBRARY_KERNEL.search(k)]
         if not own:
-            listed = ", ".join(_short(k) for k in sorted(kernels, key=lambda k: -kernels[k])[:4]) or "none"
+            listed = ", ".join(shorten(k, 70) for k in sorted(kernels, key=lambda k: -kernels[k])[:4]) or "none"
             found.append(finding("no_own_kernel", config, "every device kernel of a call belongs to PyTorch or "
                                  f"a library: {listed}"))
     elif language == "triton" and prof["interpreter_launches"] == 0:
@@ -228,7 +236,3 @@ def crosscheck_findings(prof: dict[str, Any], median_us: float, config: str) -> 
                         f"the timer measured {median_us:.1f} us per call, but the profiler saw {device_us:.1f} us "
                         "of device kernels per call: work escaped the timed region")]
     return []
-
-
-def _short(name: str, limit: int = 70) -> str:
-    return name if len(name) <= limit else name[: limit - 1] + "…"

@@ -169,5 +169,5 @@ class Evaluation(Model):
     seconds: float = 0
     phases: dict[str, float] = Field(default_factory=dict)
     """Where `seconds` went: build_s and worker_s (the job's wall time, start-up included) here; load_s,
-    check_s, integrity_s, timing_s, profile_s inside the worker. For turnaround work, not for scores."""
+    check_s, integrity_s (the profiled calls), timing_s inside the worker. For turnaround work, not scores."""
     evaluator_version: str = EVALUATOR_VERSION

@@ -283,21 +283,13 @@ def time_config(task: Task, ref: types.ModuleType, subjects_k: dict[str, Kernel]
     if wrong:
         # Stale: what came out is the answer to the old values. Otherwise the kernel is merely wrong on
         # these values (e.g. a precision shortcut that misses the tolerance on another draw).
-        stale = _matches(task, config, outs["candidate"][0], refs0)
+        stale = _first_wrong(task, config, outs["candidate"][0], refs0) is None
         return stats, integrity.finding(
             "stale_results" if stale else "timed_recheck", config.name,
             ("new values written into the same input buffers gave the result for the old ones: "
              f"{wrong}. Compute from the inputs on every call; never cache results between calls") if stale else
             f"the timed path computed a wrong result on fresh input values: {wrong}")
     return stats, None
-
-
-def _matches(task: Task, config: Config, outs: list[torch.Tensor], refs: list[torch.Tensor]) -> bool:
-    for spec, out, r in zip(task.spec.signature.outputs, outs, refs, strict=True):
-        tol = task.spec.tolerance.for_dtype(resolve_dtype(spec.dtype, config))
-        if not compare(spec.name, out, r, tol.atol, tol.rtol).ok:
-            return False
-    return True
 
 
 def _recheck(task: Task, config: Config, run: Callable[[int], None], outs: list[torch.Tensor],
@@ -308,6 +300,11 @@ def _recheck(task: Task, config: Config, run: Callable[[int], None], outs: list[
     run(0)
     if device.type == "cuda":
         torch.cuda.synchronize()
+    return _first_wrong(task, config, outs, refs)
+
+
+def _first_wrong(task: Task, config: Config, outs: list[torch.Tensor], refs: list[torch.Tensor]) -> str | None:
+    """The first output outside the tolerance, described; None when all are right."""
     for spec, out, r in zip(task.spec.signature.outputs, outs, refs, strict=True):
         tol = task.spec.tolerance.for_dtype(resolve_dtype(spec.dtype, config))
         check = compare(spec.name, out, r, tol.atol, tol.rtol)
@@ -408,13 +405,19 @@ def run_evaluation(payload: dict, progress: Callable[[dict], None]) -> dict:
             update.update(status="fail", message=f"seed {s.seed}: " + "; ".join(why))
         elif opts is not None and case0 is not None and refs0 is not None:
             prof = None
-            if defences == "full":  # what one call runs: before timing, on unchanged inputs
-                progress({"stage": "integrity", "config": config.name})
+            profile_reps = int(payload.get("profile_reps") or 0)
+            if defences == "full" or profile_reps:  # what one call runs: before timing, on unchanged inputs
+                progress({"stage": "integrity" if defences == "full" else "profile", "config": config.name})
                 scratch = case0.new_outputs()
                 prof = integrity.call_profile(functools.partial(candidate, case0.inputs, scratch, case0.params),
-                                              device, reps=3 if device.type == "cuda" else 1)
-                findings += integrity.what_ran_findings(prof, list(task.spec.forbid_ops), task.spec.language,
-                                                        device.type == "cuda", config.name)
+                                              device, reps=max(profile_reps, 3 if device.type == "cuda" else 1))
+                if profile_reps:  # the `profile` tool's breakdown, from the same profiled calls
+                    kernel_profiles[config.name] = kernel_breakdown(prof, device.type == "cuda")
+                if defences == "full":
+                    findings += integrity.what_ran_findings(prof, list(task.spec.forbid_ops),
+                                                            task.spec.language, device.type == "cuda", config.name)
+                else:
+                    prof = None  # no cross-check asked for
                 lap("integrity_s")
             subjects = {"candidate": candidate}
             if baseline is not None:
@@ -446,42 +449,21 @@ def run_evaluation(payload: dict, progress: Callable[[dict], None]) -> dict:
                 if seconds > 0:
                     update["achieved_tflops"] = flops / seconds / 1e12
                     update["achieved_gbps"] = nbytes / seconds / 1e9
+        if update.get("status", "pass") != "pass":
+            kernel_profiles.pop(config.name, None)  # a breakdown of a wrong kernel says nothing useful
         results.append(result.model_copy(update=update))
         lap("timing_s")
-        if payload.get("profile_reps") and update.get("status", "pass") == "pass" and case0 is not None:
-            progress({"stage": "profile", "config": config.name})
-            kernel_profiles[config.name] = kernel_breakdown(candidate, case0, int(payload["profile_reps"]))
-            lap("profile_s")
     progress({"stage": "done", "done": len(configs), "total": len(configs)})
     return {"device": info.model_dump(), "configs": [r.model_dump() for r in results],
             "kernels": kernel_profiles, "phases": {k: round(v, 4) for k, v in phases.items()}}
 
 
-def kernel_breakdown(kernel: Kernel, case: Case, reps: int) -> list[dict]:
-    """Which device kernels one call launches and how long each takes (torch.profiler, CUPTI), or on the
-    CPU the host ops the interpreter spends its time in. Returns KernelTime-shaped dicts per call."""
-    from torch.profiler import ProfilerActivity, profile
-
-    on_gpu = case.device.type == "cuda"
-    outs = case.new_outputs()
-    activities = [ProfilerActivity.CUDA] if on_gpu else [ProfilerActivity.CPU]
-    with profile(activities=activities) as prof:
-        for _ in range(reps):
-            kernel(case.inputs, outs, case.params)
-        if on_gpu:
-            torch.cuda.synchronize()
-    rows = []
-    for e in prof.key_averages():
-        if on_gpu:
-            total = float(getattr(e, "device_time_total", 0) or getattr(e, "cuda_time_total", 0) or 0)
-            if str(getattr(e, "device_type", "")).endswith("CUDA") is False and total == 0:
-                continue
-        else:
-            total = float(e.self_cpu_time_total)
-        if total <= 0:
-            continue
-        rows.append({"name": e.key, "calls": max(1, e.count // reps), "total_us": total / reps,
-                     "mean_us": total / max(e.count, 1)})
+def kernel_breakdown(prof: dict[str, Any], on_gpu: bool) -> list[dict]:
+    """From a profiled call (integrity.call_profile): which device kernels one call launches and how long
+    each takes, or on the CPU the host ops the interpreter spends its time in. KernelTime-shaped dicts."""
+    times, calls = (prof["kernels"], prof["kernel_calls"]) if on_gpu else (prof["host_us"], prof["host_calls"])
+    rows = [{"name": name, "calls": max(1, round(calls[name])), "total_us": us,
+             "mean_us": us / max(calls[name], 1e-9)} for name, us in times.items() if us > 0]
     grand = sum(r["total_us"] for r in rows) or 1.0
     rows.sort(key=lambda r: -r["total_us"])
     for r in rows:

@@ -172,7 +172,7 @@ class _PyScan(ast.NodeVisitor):
     def hit(self, kind: TripwireKind, node: ast.AST) -> None:
         line = getattr(node, "lineno", 0)
         text = self.lines[line - 1].strip() if 0 < line <= len(self.lines) else ast.dump(node)[:80]
-        self.found.append(Tripwire(kind=kind, file=self.file, line=line, evidence=_short(text)))
+        self.found.append(Tripwire(kind=kind, file=self.file, line=line, evidence=shorten(text)))
 
     def is_module_root(self, name: str | None) -> bool:
         if name is None:
@@ -442,7 +442,7 @@ def scan_cpp(text: str, file: str) -> list[Tripwire]:
 
     def at(pos: int, kind: TripwireKind) -> None:
         line = text.count("\n", 0, pos) + 1  # both stripped forms keep every newline where it was
-        found.append(Tripwire(kind=kind, file=file, line=line, evidence=_short(raw[line - 1].strip())))
+        found.append(Tripwire(kind=kind, file=file, line=line, evidence=shorten(raw[line - 1].strip())))
 
     for kind, rule in _INCLUDE_RULES:
         for m in rule.finditer(no_comments):
@@ -470,5 +470,6 @@ def _dedupe(found: list[Tripwire]) -> list[Tripwire]:
     return out
 
 
-def _short(text: str, limit: int = 120) -> str:
+def shorten(text: str, limit: int = 120) -> str:
+    """At most `limit` characters, an ellipsis marking a cut."""
     return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -149,7 +149,7 @@ def run_headless(cmd: Sequence[str], *, cwd: Path, env: dict[str, str], events_p
     prefix = cgroup.join_prefix() if cgroup else []
     disk_limit = limits.disk_mb << 20 if limits and writable else None
     next_disk_check = started
-    disk_note = ""
+    why_limited = ""
     with open(stderr_path, "wb") as err, open(events_path, "w", encoding="utf-8") as events:
         proc = subprocess.Popen([*prefix, *cmd], cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=err, start_new_session=True)
@@ -182,7 +182,7 @@ def run_headless(cmd: Sequence[str], *, cwd: Path, env: dict[str, str], events_p
                 used = folder_bytes(writable, stop_at=disk_limit)
                 if used > disk_limit:
                     stopped = "resource_limit"
-                    disk_note = (f"stopped: the workspace and HOME hold more than the {limits.disk_mb} MB disk "
+                    why_limited = (f"stopped: the workspace and HOME hold more than the {limits.disk_mb} MB disk "
                                  "limit")
             if stopped != "exited":
                 break
@@ -206,12 +206,12 @@ def run_headless(cmd: Sequence[str], *, cwd: Path, env: dict[str, str], events_p
         reader.join(timeout=5)
         if proc.stdout is not None:
             proc.stdout.close()
-    if oom and stopped == "exited":
-        stopped, disk_note = "resource_limit", f"the kernel killed the agent at its {limits.memory_mb} MB memory limit"  # type: ignore[union-attr]
+    if oom and stopped == "exited" and limits is not None:
+        stopped, why_limited = "resource_limit", f"the kernel killed the agent at its {limits.memory_mb} MB memory limit"
     exit_code = proc.returncode if stopped == "exited" else None
     tail = stderr_path.read_bytes()[-STDERR_TAIL:].decode("utf-8", errors="replace")
     return ProcessResult(exit_code=exit_code, stopped=stopped, wall_s=time.monotonic() - started, pgid=pgid,
-                         lines=list(lines), stderr_tail=tail, limit_note=disk_note)
+                         lines=list(lines), stderr_tail=tail, limit_note=why_limited)
 
 
 def _agent_cgroup(limits: AgentLimits) -> RunCgroup | None:
