@@ -14,6 +14,7 @@ import json
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from .hardware import Ceilings, measured_ceilings_path
 
@@ -29,19 +30,9 @@ def run_calibration(payload: dict, progress: Callable[[dict], None]) -> dict:
 
     device = torch.device("cuda")
     name = torch.cuda.get_device_name(device)
-    n_copy = COPY_BYTES // 2 // 4
-    src, dst = torch.randn(n_copy, device=device), torch.empty(n_copy, device=device)
-    progress({"stage": "copy"})
-    stats, _ = time_subjects({"copy": lambda i, src=src, dst=dst: dst.copy_(src)}, 1, CAREFUL, device)
-    copy_bw = 2 * n_copy * 4 / (stats["copy"].median_us * 1e-6)
-    progress({"stage": "read"})
-    del src, dst
-    big, total = torch.randn(2 * n_copy, device=device), torch.empty((), device=device)
-    stats, _ = time_subjects({"read": lambda i, big=big, total=total: torch.sum(big, out=total)}, 1, CAREFUL,
-                             device)
-    read_bw = 2 * n_copy * 4 / (stats["read"].median_us * 1e-6)
+    progress({"stage": "bandwidth"})
+    copy_bw, read_bw = measure_bandwidth(device, COPY_BYTES)
     bandwidth = max(copy_bw, read_bw)
-    del big, total
     rates = {}
     for dtype_name, dtype in (("bfloat16", torch.bfloat16), ("float16", torch.float16), ("float32", torch.float32)):
         progress({"stage": "matmul", "dtype": dtype_name})
@@ -57,6 +48,23 @@ def run_calibration(payload: dict, progress: Callable[[dict], None]) -> dict:
                     source=f"measured by `crucible calibrate`: {COPY_BYTES >> 30} GiB copy {copy_bw / 1e12:.2f} TB/s, "
                            f"{COPY_BYTES >> 30} GiB read (sum) {read_bw / 1e12:.2f} TB/s, {MATMUL_N}^3 matmuls "
                            "(random data, median of the careful timer)").model_dump()
+
+
+def measure_bandwidth(device: Any, nbytes: int) -> tuple[float, float]:
+    """Bytes per second of a copy (`nbytes` read and written) and of a read-only sum over `nbytes`."""
+    import torch
+
+    from .timing import CAREFUL, time_subjects
+
+    n = nbytes // 2 // 4
+    src, dst = torch.randn(n, device=device), torch.empty(n, device=device)
+    stats, _ = time_subjects({"copy": lambda i, src=src, dst=dst: dst.copy_(src)}, 1, CAREFUL, device)
+    copy_bw = 2 * n * 4 / (stats["copy"].median_us * 1e-6)
+    del src, dst
+    big, total = torch.randn(2 * n, device=device), torch.empty((), device=device)
+    read = {"read": lambda i, big=big, total=total: torch.sum(big, dim=0, out=total)}
+    stats, _ = time_subjects(read, 1, CAREFUL, device)
+    return copy_bw, 2 * n * 4 / (stats["read"].median_us * 1e-6)
 
 
 def calibrate(gpu: int = 0) -> Ceilings:
