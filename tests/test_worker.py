@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import sys
 import threading
@@ -242,3 +243,17 @@ def test_a_host_memory_hog_on_the_cuda_backend_is_oom_and_the_next_run_works(scr
     outcome = run("allocate_64_gib", scratch, backend="cuda", gpu=0, limits=WorkerLimits(timeout_s=120, memory_mb=2048))
     assert outcome.status == "oom", outcome
     assert_next_run_works(scratch, kind="cuda_echo", backend="cuda", gpu=0, limits=WorkerLimits(timeout_s=120))
+
+
+@pytest.mark.skipif(probe().landlock_abi < 1, reason="no Landlock on this kernel")
+def test_a_job_whose_candidate_runs_in_a_child_hands_the_restriction_to_that_child(
+        scratch: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The ncu job: ncu runs the candidate in a grandchild, where CUDA needs its own /proc/<pid>/task writable.
+    monkeypatch.setitem(JOBS, "ncu", "tests.worker_jobs:landlock_in_child")
+    target = tmp_path / "outside.txt"
+    outcome = run("ncu", scratch, {"path": str(target)})
+    assert outcome.status == "ok", outcome
+    assert outcome.result is not None and str(scratch.resolve()) in outcome.result["handed_over"]
+    assert json.loads(outcome.result["child"]) == {"outside": False, "own_task": True}, outcome.result
+    assert not target.exists()
+    assert "in the process that runs the candidate" in outcome.isolation["filesystem"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import json
 import os
 import socket
 import sys
@@ -180,3 +181,26 @@ def whoami(payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
     import sys
 
     return {"pid": os.getpid(), "scratch": os.getcwd(), "torch_preloaded": "torch" in sys.modules}
+
+
+def landlock_in_child(payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    """As the ncu job does: a child process restricts itself with the writable dirs the worker handed over,
+    then tries a write outside them and the CUDA driver's write into its own /proc/<pid>/task."""
+    import subprocess
+    import sys
+
+    code = (
+        "import json, os, sys\n"
+        "from crucible.toolkit.sandbox import restrict_filesystem\n"
+        "restrict_filesystem(json.loads(sys.argv[1]))\n"
+        "out = {}\n"
+        "for key, path in (('outside', sys.argv[2]), ('own_task', f'/proc/self/task/{os.getpid()}/comm')):\n"
+        "    try:\n"
+        "        open(path, 'w').write('probe')\n"
+        "        out[key] = True\n"
+        "    except OSError:\n"
+        "        out[key] = False\n"
+        "print(json.dumps(out))\n")
+    proc = subprocess.run([sys.executable, "-c", code, json.dumps(payload.get("landlock_writable")),
+                           payload["path"]], capture_output=True, text=True, timeout=60)
+    return {"handed_over": payload.get("landlock_writable"), "child": proc.stdout.strip(), "stderr": proc.stderr[-500:]}

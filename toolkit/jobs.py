@@ -11,3 +11,9 @@ JOBS: dict[str, str] = {
     "calibrate": "crucible.toolkit.calibration:run_calibration",
     "validate_reference": "crucible.toolkit.validation:run_reference_checks",
 }
+
+LANDLOCK_IN_CHILD: frozenset[str] = frozenset({"ncu"})
+"""Jobs whose untrusted code runs in a child process that restricts its own filesystem (payload key
+`landlock_writable`) instead of inheriting the worker's Landlock domain. Under Nsight Compute the candidate
+runs in a grandchild of the worker, and the CUDA driver there must write its own /proc/<pid>/task, which a
+rule made in the worker (naming the worker's pid) does not allow: CUDA would fail with error 304."""

@@ -59,13 +59,18 @@ def run_ncu_job(payload: dict, progress: Callable[[dict], None]) -> dict:
 
 
 def _target(spec_path: str) -> None:
-    """Run under ncu: the candidate, three calls on the config's seed-0 inputs."""
+    """Run under ncu: the candidate, three calls on the config's seed-0 inputs, in this process's own
+    Landlock domain when the worker asks for one."""
     import torch
 
     from .runtime import Case, import_file, load_kernel
     from .task import load_task
 
     payload = json.loads(Path(spec_path).read_text())
+    if payload.get("landlock_writable"):  # the worker left the restriction to this process (jobs.py)
+        from .sandbox import restrict_filesystem
+
+        restrict_filesystem(payload["landlock_writable"])
     task = load_task(Path(payload["task_root"]))
     ref = import_file(task.file("reference.py"), "crucible_reference")
     kernel = load_kernel(payload["candidate"], task, "crucible_candidate")

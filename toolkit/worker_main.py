@@ -33,6 +33,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from .jobs import LANDLOCK_IN_CHILD
 from .sandbox import restrict_filesystem
 
 EXIT_ERROR, EXIT_INFRA, EXIT_SYSTEM_EXIT, EXIT_OOM = 3, 4, 5, 6
@@ -167,7 +168,11 @@ def _load(target: str) -> Callable[[dict[str, Any], Callable[[dict[str, Any]], N
 def _run(channel: Channel, job: dict[str, Any]) -> None:
     isolation = _apply_rlimits(job.get("rlimits") or {})
     landlock = job.get("landlock")
-    if landlock:
+    if landlock and job["kind"] in LANDLOCK_IN_CHILD:
+        job["payload"]["landlock_writable"] = landlock["writable"]
+        isolation["filesystem"] = ("Landlock in the process that runs the candidate (read-only except "
+                                   f"{', '.join(landlock['writable'])}); the job's own tool runs outside it")
+    elif landlock:
         try:
             isolation["filesystem"] = restrict_filesystem(landlock["writable"])
         except OSError as exc:
