@@ -21,7 +21,8 @@ def task() -> Task:
 
 
 def cfg(name: str, status: str = "pass", speedup: float | None = 2.0, peak: float | None = None) -> ConfigResult:
-    return ConfigResult(config=name, status=status, speedup=speedup, peak_fraction=peak)  # type: ignore[arg-type]
+    return ConfigResult(config=name, status=status, speedup=speedup, peak_fraction=peak,  # type: ignore[arg-type]
+                        datasheet_fraction=peak)
 
 
 def ev(status: str = "ok", configs: list[ConfigResult] | None = None, comparable: bool = True) -> Evaluation:

@@ -265,7 +265,8 @@ def test_only_speedups_above_10x_go_to_audit_every_other_flag_is_an_integrity_fl
 
     ev = Evaluation(task=SOFTMAX, snapshot="s", backend="cuda", status="ok", message="", timing_comparable=True,
                     configs=[ConfigResult(config="fast", status="pass", speedup=12.0),
-                             ConfigResult(config="impossible", status="pass", speedup=2.0, peak_fraction=1.4)])
+                             ConfigResult(config="impossible", status="pass", speedup=2.0,
+                                          datasheet_fraction=1.4)])
     speed, peak = physics_flags(ev)
     assert not is_integrity_flag(speed) and is_integrity_flag(peak)
     assert is_integrity_flag(IntegrityFinding(defence="stale_results", config="c", evidence="e").flag())

@@ -26,7 +26,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .devices import LeaseCancelled, gpu_lease
-from .hardware import peak_fraction
+from .hardware import datasheet_for, peak_fraction
 from .results import ConfigResult, DeviceInfo, Evaluation, KernelTime, Status
 from .task import Config, Task, output_shape
 from .toolchains import BuildResult, BuildTarget, Diagnostic, KernelResources, get_toolchain
@@ -211,12 +211,16 @@ def evaluate(task: Task, snapshot: Snapshot, request: EvalRequest | None = None,
 
 
 def with_peak_fraction(result: ConfigResult, device: DeviceInfo, task: Task) -> ConfigResult:
-    """Peak fractions are computed here, in the trusted parent, against the ceilings it knows."""
+    """Peak fractions are computed here, in the trusted parent, against the ceilings it knows (measured or
+    built-in, for the roofline) and against the datasheet (for the physics check)."""
     cand = result.candidate
     if cand is None or not cand.comparable or cand.median_us <= 0:
         return result
-    frac = peak_fraction(device, task.config(result.config).dtype, result.flops, result.bytes, cand.median_us * 1e-6)
-    return result.model_copy(update={"peak_fraction": frac})
+    dtype, seconds = task.config(result.config).dtype, cand.median_us * 1e-6
+    sheet = datasheet_for(device)
+    return result.model_copy(update={
+        "peak_fraction": peak_fraction(device, dtype, result.flops, result.bytes, seconds),
+        "datasheet_fraction": sheet and peak_fraction(device, dtype, result.flops, result.bytes, seconds, sheet)})
 
 
 def _run(task: Task, kind: str, payload: dict, backend: Backend, request: EvalRequest,

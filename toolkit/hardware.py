@@ -36,6 +36,25 @@ KNOWN = {
 }
 
 
+DATASHEET = {
+    # Theoretical peaks (SXM, dense): what no kernel can beat. The physics check compares against these;
+    # the roofline compares against the ceilings above, which a well-made kernel may pass by a few percent
+    # (e.g. a read stream faster than the copy or the reduction the ceiling was measured with). fp32 allows
+    # TF32 tensor cores, which a kernel may use where the task's tolerance admits them.
+    "H200": Ceilings(name="NVIDIA H200", memory_bytes_per_s=4.8e12,
+                     flops_per_s={"float32": 495e12, "float16": 990e12, "bfloat16": 990e12, "float64": 67e12},
+                     source="NVIDIA H200 SXM datasheet"),
+    "H100": Ceilings(name="NVIDIA H100", memory_bytes_per_s=3.35e12,
+                     flops_per_s={"float32": 495e12, "float16": 990e12, "bfloat16": 990e12, "float64": 67e12},
+                     source="NVIDIA H100 SXM datasheet"),
+}
+
+
+def datasheet_for(device: DeviceInfo) -> Ceilings | None:
+    """The device's theoretical peaks, when the table knows it."""
+    return next((ceil for key, ceil in DATASHEET.items() if key in device.name), None)
+
+
 def measured_ceilings_path() -> Path:
     from .workspace import cache_root
 
@@ -56,9 +75,10 @@ def ceilings_for(device: DeviceInfo) -> Ceilings | None:
 
 
 def peak_fraction(device: DeviceInfo, dtype: str | None, flops: float, nbytes: float,
-                  seconds: float) -> float | None:
-    """Achieved rate over the ceiling: the larger of the compute and the memory fraction."""
-    ceil = ceilings_for(device)
+                  seconds: float, ceil: Ceilings | None = None) -> float | None:
+    """Achieved rate over the ceiling (default: the measured or built-in one for the device): the larger of
+    the compute and the memory fraction."""
+    ceil = ceil or ceilings_for(device)
     if ceil is None or seconds <= 0:
         return None
     mem = nbytes / seconds / ceil.memory_bytes_per_s
