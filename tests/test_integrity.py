@@ -59,6 +59,29 @@ def profile_of(kernels: dict[str, float], ops: list[str] | None = None, launches
     return {"kernels": kernels, "ops": ops or [], "interpreter_launches": launches}
 
 
+def test_one_profiler_session_attributes_each_op_to_the_call_that_ran_it() -> None:
+    prepared: list[str] = []
+
+    def make_call(key: str):  # the preparation's own ops (randn) belong to no call
+        prepared.append(key)
+        a, b = torch.randn(64, 64), torch.randn(64, 64)
+        if key == "adds":
+            return lambda: torch.add(a, b)
+        if key == "products":
+            return lambda: torch.mm(a, b)
+        return lambda: a.view(-1, 3)  # 4096 elements: not a multiple of 3, raises
+
+    profiles, errors = integrity.profile_calls(["adds", "broken", "products"], make_call, torch.device("cpu"),
+                                               reps=2)
+    assert prepared == ["adds", "broken", "products"]
+    assert set(profiles) == {"adds", "products"} and set(errors) == {"broken"}
+    assert "aten::add" in profiles["adds"]["ops"] and "aten::mm" not in profiles["adds"]["ops"]
+    assert "aten::mm" in profiles["products"]["ops"] and "aten::add" not in profiles["products"]["ops"]
+    assert not any("randn" in op or "normal" in op for p in profiles.values() for op in p["ops"])
+    assert profiles["adds"]["host_calls"]["aten::add"] == 1  # per call, over the two reps
+    assert profiles["adds"]["interpreter_launches"] == 0
+
+
 def test_a_call_whose_every_kernel_is_pytorchs_or_a_librarys_has_no_kernel_of_its_own() -> None:
     prof = profile_of({"void at::native::vectorized_elementwise_kernel<4, ...>": 10.0,
                        "sm90_xmma_gemm_f16f16_f32": 50.0, "Memcpy DtoD (Device -> Device)": 2.0})

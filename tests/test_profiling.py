@@ -65,3 +65,39 @@ def test_measured_ceilings_are_preferred_and_give_the_bound() -> None:
         assert roof.peak_fraction == pytest.approx(0.5) and "test" in roof.ceilings
     finally:
         path.unlink()
+
+
+def test_the_bandwidth_measurement_times_a_copy_and_a_read() -> None:
+    import torch
+
+    from crucible.toolkit.calibration import measure_bandwidth
+
+    copy_bw, read_bw = measure_bandwidth(torch.device("cpu"), 4 << 20)
+    assert 1e8 < copy_bw < 1e13 and 1e8 < read_bw < 1e13  # bytes per second a host can plausibly move
+
+
+def test_past_the_measured_ceiling_is_no_physics_flag_past_the_datasheet_is(monkeypatch: pytest.MonkeyPatch,
+                                                                              tmp_path: Path) -> None:
+    from crucible.harness.scoring import physics_flags
+    from crucible.toolkit.evaluation import with_peak_fraction
+    from crucible.toolkit.results import ConfigResult, Evaluation, TimingStats
+    from crucible.toolkit.task import find_task
+
+    monkeypatch.setenv("CRUCIBLE_CACHE", str(tmp_path))  # no measured ceilings: the built-in 4.3 TB/s
+    task = find_task("cuda2cuda/reduce_sum")
+    config = task.configs("visible")[0].name
+    device = DeviceInfo(backend="cuda", name="NVIDIA H200", torch="x")
+    timed = TimingStats(median_us=1000, min_us=990, max_us=1010, iqr_us=5, rse=0.01, reps=100,
+                        method="cuda_graph", comparable=True)
+
+    def scored(gb_per_s: float) -> ConfigResult:
+        result = ConfigResult(config=config, status="pass", bytes=gb_per_s * 1e6, candidate=timed)
+        return with_peak_fraction(result, device, task)
+
+    fast = scored(4560)  # what a good read kernel reaches on the H200: 1.06 of the copy ceiling
+    assert fast.peak_fraction is not None and fast.peak_fraction > 1.0
+    assert fast.datasheet_fraction is not None and 0.9 < fast.datasheet_fraction < 1.0
+    impossible = scored(6000)  # past the 4.8 TB/s of the datasheet
+    ev = Evaluation(task=task.id, snapshot="s", backend="cuda", status="ok", message="", timing_comparable=True,
+                    configs=[fast, impossible])
+    assert physics_flags(ev) == [f"peak_fraction>1: {config} 1.25 of the datasheet peak"]

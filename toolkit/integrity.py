@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import torch
@@ -170,39 +170,70 @@ def _count_interpreter_launches() -> Iterator[list[int]]:
         interpreter.GridExecutor.__call__ = original  # type: ignore[method-assign]
 
 
-def call_profile(call: Callable[[], None], device: torch.device, reps: int = 3) -> dict[str, Any]:
-    """Run `call` reps times under the profiler. Per call: the device kernels (and copies) with their time
-    and launch count (`kernels`, `kernel_calls`), the host ops with their own time (`host_us`,
-    `host_calls`; `ops` names them, e.g. aten::mm), and, in the Triton interpreter, how many kernels it
-    launched. The defences read it, and so does the `profile` tool's kernel breakdown (runtime.py)."""
-    from torch.profiler import ProfilerActivity, profile
+PROFILE_MARK = "crucible::profiled::"
+
+
+def profile_calls(keys: list[str], make_call: Callable[[str], Callable[[], None]], device: torch.device,
+                  reps: int = 3) -> tuple[dict[str, dict[str, Any]], dict[str, Exception]]:
+    """Run each key's call `reps` times, all in ONE profiler session: starting a session with CUPTI costs
+    about 0.4 s on the H200, far more than the calls, and one session per config made the defences cost
+    40% of an evaluation. `make_call(key)` prepares a call (its inputs) outside the profiled ranges; each
+    key's calls run inside a range of their own, ended by a synchronize, and every event (a host op, or a
+    kernel, copy or memset on the device) belongs to the range its middle falls in (the profiler puts device
+    events on the host's clock).
+
+    Per key: the device kernels with their time and launch count per call (`kernels`, `kernel_calls`),
+    the host ops with their own time (`host_us`, `host_calls`; `ops` names them, e.g. aten::mm), and in
+    the Triton interpreter how many kernels a call launched. The defences read it, and so does the
+    `profile` tool's kernel breakdown (runtime.py). Keys whose call raised are in the second dict; after a
+    CUDA error the session stops there (the context is lost)."""
+    from torch.profiler import ProfilerActivity, profile, record_function
 
     on_gpu = device.type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
-    launches = None
+    launches: dict[str, float | None] = {}
+    errors: dict[str, Exception] = {}
     with profile(activities=activities) as prof:
-        if on_gpu:
-            for _ in range(reps):
-                call()
-            torch.cuda.synchronize()
-        else:
-            with _count_interpreter_launches() as count:
-                for _ in range(reps):
-                    call()
-            launches = count[0] / reps
-    kernels: dict[str, float] = {}
-    kernel_calls: dict[str, float] = {}
-    host_us: dict[str, float] = {}
-    host_calls: dict[str, float] = {}
+        for key in keys:
+            try:
+                call = make_call(key)
+                if on_gpu:
+                    torch.cuda.synchronize()  # the inputs' own kernels finish before the range opens
+                counting = nullcontext([0]) if on_gpu else _count_interpreter_launches()
+                with record_function(PROFILE_MARK + key), counting as count:
+                    for _ in range(reps):
+                        call()
+                    if on_gpu:
+                        torch.cuda.synchronize()
+                del call
+            except (MemoryError, torch.cuda.OutOfMemoryError):
+                raise
+            except Exception as exc:  # the candidate's failure, reported by the caller
+                errors[key] = exc
+                if on_gpu and "CUDA error" in str(exc):
+                    break
+                continue
+            launches[key] = None if on_gpu else count[0] / reps
+    windows = [(e.time_range.start, e.time_range.end, e.name.removeprefix(PROFILE_MARK))
+               for e in prof.events() if e.name.startswith(PROFILE_MARK)]
+    out = {key: {"kernels": {}, "kernel_calls": {}, "host_us": {}, "host_calls": {},
+                 "interpreter_launches": launches[key]} for key in launches}
     for e in prof.events():
+        if e.name.startswith(PROFILE_MARK):
+            continue
+        middle = (e.time_range.start + e.time_range.end) / 2  # inside its range with room on both sides
+        key = next((k for lo, hi, k in windows if lo <= middle <= hi), None)
+        if key not in out:
+            continue  # input preparation, or a call that raised
         if str(getattr(e, "device_type", "")).endswith("CUDA"):  # a kernel, copy or memset on the device
-            us, times, calls = float(e.time_range.elapsed_us()), kernels, kernel_calls
+            us, times, calls = float(e.time_range.elapsed_us()), out[key]["kernels"], out[key]["kernel_calls"]
         else:
-            us, times, calls = float(e.self_cpu_time_total), host_us, host_calls
+            us, times, calls = float(e.self_cpu_time_total), out[key]["host_us"], out[key]["host_calls"]
         times[e.name] = times.get(e.name, 0.0) + us / reps
         calls[e.name] = calls.get(e.name, 0.0) + 1 / reps
-    return {"ops": sorted(host_us), "kernels": kernels, "kernel_calls": kernel_calls, "host_us": host_us,
-            "host_calls": host_calls, "interpreter_launches": launches}
+    for found in out.values():
+        found["ops"] = sorted(found["host_us"])
+    return out, errors
 
 
 def what_ran_findings(prof: dict[str, Any], forbid: list[str], language: str, on_gpu: bool,

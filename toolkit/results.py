@@ -110,6 +110,8 @@ class ConfigResult(Model):
     achieved_gbps: float | None = None
     peak_fraction: float | None = None
     """Achieved rate over the device's ceiling (the larger of the compute and memory fractions)."""
+    datasheet_fraction: float | None = None
+    """The same over the device's theoretical (datasheet) peak: above 1 is physically impossible."""
     integrity: list[IntegrityFinding] = Field(default_factory=list)
     """What the runtime defences saw on this config (empty: nothing)."""
 
@@ -168,6 +170,8 @@ class Evaluation(Model):
     stderr_tail: str = ""
     seconds: float = 0
     phases: dict[str, float] = Field(default_factory=dict)
-    """Where `seconds` went: build_s and worker_s (the job's wall time, start-up included) here; load_s,
-    check_s, integrity_s (the profiled calls), timing_s inside the worker. For turnaround work, not scores."""
+    """Where `seconds` went: build_s and worker_s (the job's wall time, start-up included) here; inside the
+    worker load_s, check_s, timing_s, and the defences' own work: oracle_s (float64 reference, determinism),
+    integrity_s (the profiled calls), recheck_s (fresh values in the timed path). For turnaround work and
+    the defences' cost, not scores."""
     evaluator_version: str = EVALUATOR_VERSION

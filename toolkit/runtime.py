@@ -194,26 +194,38 @@ def run_checked(kernel: Kernel, case: Case, outputs: list[torch.Tensor]) -> list
     return problems
 
 
+class Laps:
+    """Seconds per phase of one job: `lap(phase)` adds the time since the previous lap to `phase`. The
+    defences' own work has phases of its own (oracle_s, integrity_s, recheck_s), so their cost is read off
+    an evaluation directly."""
+
+    def __init__(self) -> None:
+        self.clock = _perf_counter()
+        self.seconds: dict[str, float] = {}
+
+    def lap(self, phase: str) -> None:
+        now = _perf_counter()
+        self.seconds[phase] = self.seconds.get(phase, 0.0) + now - self.clock
+        self.clock = now
+
+
 # ---------------------------------------------------------------- one config
 
 def check_config(task: Task, ref: types.ModuleType, kernel: Kernel, config: Config, seeds: list[int],
-                 device: torch.device, oracles: bool = True) -> tuple[list[SeedCheck], Case | None,
-                                                                      list[torch.Tensor] | None,
-                                                                      list[IntegrityFinding]]:
-    """Returns the per-seed checks, seed 0's case and reference outputs (for re-checking timed runs), and
-    what the runtime defences saw (rule violations; on the first seed, precision and determinism)."""
+                 device: torch.device, oracles: bool = True,
+                 laps: Laps | None = None) -> tuple[list[SeedCheck], list[IntegrityFinding]]:
+    """Returns the per-seed checks and what the runtime defences saw (rule violations; on the first seed,
+    precision and determinism)."""
     checks = []
     findings: list[IntegrityFinding] = []
-    first: tuple[Case, list[torch.Tensor]] | None = None
     names = [o.name for o in task.spec.signature.outputs]
     for seed in seeds:
         case = Case(task, ref, config, seed, device)
         outs_before = case.new_outputs()
         problems = run_checked(kernel, case, outs_before)
-        # The reference works on clones; its outputs stay alive while the candidate runs again, so
-        # memory the reference freed cannot hand the candidate a ready answer.
-        with torch.no_grad():
-            refs = [r.detach() for r in as_tuple(ref.reference(*[t.clone() for t in case.inputs], **case.params))]
+        # The reference's outputs stay alive while the candidate runs again, so memory the reference freed
+        # cannot hand the candidate a ready answer.
+        refs = reference_outputs(ref, case)
         outs_after = case.new_outputs()
         problems += run_checked(kernel, case, outs_after)
         findings += [integrity.finding(d, config.name, text) for d, text in sorted(set(problems))]
@@ -228,13 +240,21 @@ def check_config(task: Task, ref: types.ModuleType, kernel: Kernel, config: Conf
         texts = sorted({text for _, text in problems})
         ok = all(o.ok for o in outputs) and not texts
         checks.append(SeedCheck(seed=seed, ok=ok, outputs=outputs, problems=texts))
-        if first is None:
-            first = (case, refs)
-            if ok and oracles:  # the oracle checks mean something only on outputs that passed
-                findings += integrity.precision_findings(ref.reference, case.inputs, case.params, outs_after,
-                                                         refs, names, config.name)
-                findings += integrity.nondeterminism_findings(outs_before, outs_after, names, config.name)
-    return checks, (first[0] if first else None), (first[1] if first else None), _unique(findings)
+        if seed == seeds[0] and ok and oracles:  # the oracles mean something only on outputs that passed
+            if laps:
+                laps.lap("check_s")
+            findings += integrity.precision_findings(ref.reference, case.inputs, case.params, outs_after,
+                                                     refs, names, config.name)
+            findings += integrity.nondeterminism_findings(outs_before, outs_after, names, config.name)
+            if laps:
+                laps.lap("oracle_s")
+    return checks, _unique(findings)
+
+
+def reference_outputs(ref: types.ModuleType, case: Case) -> list[torch.Tensor]:
+    """The reference's outputs on the case's inputs; it works on clones, so it cannot disturb them."""
+    with torch.no_grad():
+        return [r.detach() for r in as_tuple(ref.reference(*[t.clone() for t in case.inputs], **case.params))]
 
 
 def _unique(findings: list[IntegrityFinding]) -> list[IntegrityFinding]:
@@ -248,8 +268,8 @@ def _unique(findings: list[IntegrityFinding]) -> list[IntegrityFinding]:
 
 def time_config(task: Task, ref: types.ModuleType, subjects_k: dict[str, Kernel], config: Config,
                 case0: Case, refs0: list[torch.Tensor], opts: TimingOptions,
-                device: torch.device, fresh_recheck: bool = True) -> tuple[dict[str, TimingStats],
-                                                                          IntegrityFinding | None]:
+                device: torch.device, fresh_recheck: bool = True,
+                laps: Laps | None = None) -> tuple[dict[str, TimingStats], IntegrityFinding | None]:
     """Interleaved timing over rotated input sets; returns stats and what the re-checks of the timed path
     found, if anything: a wrong result on the checked inputs (timed_recheck), or on fresh values written
     into the same input buffers (stale_results: results memoized on input identity)."""
@@ -271,25 +291,34 @@ def time_config(task: Task, ref: types.ModuleType, subjects_k: dict[str, Kernel]
             f"result: {wrong}. Launch all work on the current stream (or join side streams back to it)")
     if not fresh_recheck:
         return stats, None
-    # Then fresh values at the same addresses: an honest kernel follows them, a memoized one does not.
+    if laps:
+        laps.lap("timing_s")
+    found = _fresh_recheck(task, ref, config, case0, refs0, timed["candidate"], outs["candidate"][0], device)
+    if laps:
+        laps.lap("recheck_s")
+    return stats, found
+
+
+def _fresh_recheck(task: Task, ref: types.ModuleType, config: Config, case0: Case, refs0: list[torch.Tensor],
+                   run: Callable[[int], None], outs: list[torch.Tensor],
+                   device: torch.device) -> IntegrityFinding | None:
+    """Fresh values at the same addresses: an honest kernel follows them, a memoized one does not."""
     fresh = Case(task, ref, config, 777_777, device)
     for dst, src in zip(case0.inputs, fresh.inputs, strict=True):
         dst.copy_(src)
     del fresh
-    with torch.no_grad():
-        refs_fresh = [r.detach() for r in as_tuple(ref.reference(*[t.clone() for t in case0.inputs],
-                                                                 **case0.params))]
-    wrong = _recheck(task, config, timed["candidate"], outs["candidate"][0], refs_fresh, device)
-    if wrong:
-        # Stale: what came out is the answer to the old values. Otherwise the kernel is merely wrong on
-        # these values (e.g. a precision shortcut that misses the tolerance on another draw).
-        stale = _first_wrong(task, config, outs["candidate"][0], refs0) is None
-        return stats, integrity.finding(
-            "stale_results" if stale else "timed_recheck", config.name,
-            ("new values written into the same input buffers gave the result for the old ones: "
-             f"{wrong}. Compute from the inputs on every call; never cache results between calls") if stale else
-            f"the timed path computed a wrong result on fresh input values: {wrong}")
-    return stats, None
+    refs_fresh = reference_outputs(ref, case0)
+    wrong = _recheck(task, config, run, outs, refs_fresh, device)
+    if not wrong:
+        return None
+    # Stale: what came out is the answer to the old values. Otherwise the kernel is merely wrong on these
+    # values (e.g. a precision shortcut that misses the tolerance on another draw).
+    stale = _first_wrong(task, config, outs, refs0) is None
+    return integrity.finding(
+        "stale_results" if stale else "timed_recheck", config.name,
+        ("new values written into the same input buffers gave the result for the old ones: "
+         f"{wrong}. Compute from the inputs on every call; never cache results between calls") if stale else
+        f"the timed path computed a wrong result on fresh input values: {wrong}")
 
 
 def _recheck(task: Task, config: Config, run: Callable[[int], None], outs: list[torch.Tensor],
@@ -337,16 +366,8 @@ def run_evaluation(payload: dict, progress: Callable[[dict], None]) -> dict:
     """Worker job "evaluate". Payload: task_root, configs (names), seeds, candidate {language, path,
     entry}, baseline (same shape, or "reference" for torch2X, or None), timing ("none"|"quick"|
     "careful"), compiled_baseline (bool), backend."""
-    clock = _perf_counter()
-    phases: dict[str, float] = {}
-
-    def lap(phase: str) -> None:
-        """Add the time since the last lap to `phase`."""
-        nonlocal clock
-        now = _perf_counter()
-        phases[phase] = phases.get(phase, 0.0) + now - clock
-        clock = now
-
+    laps = Laps()
+    lap = laps.lap
     task = load_task(Path(payload["task_root"]))
     device = torch.device("cuda" if payload["backend"] == "cuda" else "cpu")
     info = device_info(device)
@@ -371,95 +392,122 @@ def run_evaluation(payload: dict, progress: Callable[[dict], None]) -> dict:
     if opts is not None and payload.get("timing_options"):
         opts = opts.model_copy(update=payload["timing_options"])
 
-    results = []
-    kernel_profiles: dict[str, list[dict]] = {}
     configs = [task.config(name) for name in payload["configs"]]
+    on_gpu = device.type == "cuda"
+    results: dict[str, ConfigResult] = {}
+    poisoned = False  # a sticky CUDA error: the context is lost, nothing more can run
+
+    def failed(name: str, exc: Exception, what: str = "") -> None:
+        nonlocal poisoned
+        results[name] = results[name].model_copy(update={"status": "error", "message": what + _error_text(exc)})
+        poisoned = poisoned or (on_gpu and "CUDA error" in str(exc))
+
+    # Three passes: correctness on every config, then one profiled session over the configs that passed,
+    # then timing. Each pass makes its inputs afresh (seed 0 again for the timed set): keeping every
+    # config's inputs alive between passes would not fit in memory.
     for n, config in enumerate(configs):
         progress({"stage": "config", "config": config.name, "done": n, "total": len(configs)})
         flops, nbytes = task_metrics(task.spec, config)
-        result = ConfigResult(config=config.name, status="pass", flops=flops, bytes=nbytes)
+        results[config.name] = ConfigResult(config=config.name, status="pass", flops=flops, bytes=nbytes)
         try:
-            seeds, case0, refs0, findings = check_config(task, ref, candidate, config, payload["seeds"], device,
-                                                         oracles=defences != "off")
-            lap("check_s")
+            seeds, findings = check_config(task, ref, candidate, config, payload["seeds"], device,
+                                           oracles=defences != "off", laps=laps)
         except (MemoryError, torch.cuda.OutOfMemoryError):
             raise  # the worker reports these as "oom"
         except Exception as exc:  # the candidate raised, or a CUDA error surfaced during its run
-            result = result.model_copy(update={"status": "error", "message": _error_text(exc)})
-            results.append(result)
-            if device.type == "cuda" and "CUDA error" in str(exc):
-                break  # a sticky CUDA error poisons the context: later configs cannot run
+            failed(config.name, exc)
+            if poisoned:
+                break
             continue
+        finally:
+            lap("check_s")
         bad = [s for s in seeds if not s.ok]
         worst = [o for s in seeds for o in s.outputs]
         if defences != "off":
             findings += integrity.patched_findings(trusted, config.name)
-        update: dict[str, Any] = {
-            "seeds": seeds, "integrity": findings,
-            "max_abs_err": max(o.max_abs_err for o in worst),
-            "max_rel_err": max(o.max_rel_err for o in worst),
-        }
+        update: dict[str, Any] = {"seeds": seeds, "integrity": findings,
+                                  "max_abs_err": max(o.max_abs_err for o in worst),
+                                  "max_rel_err": max(o.max_rel_err for o in worst)}
         if bad:
             s = bad[0]
             why = s.problems + [describe(o) for o in s.outputs if not o.ok]
             update.update(status="fail", message=f"seed {s.seed}: " + "; ".join(why))
-        elif opts is not None and case0 is not None and refs0 is not None:
-            prof = None
-            profile_reps = int(payload.get("profile_reps") or 0)
-            if defences == "full" or profile_reps:  # what one call runs: before timing, on unchanged inputs
-                progress({"stage": "integrity" if defences == "full" else "profile", "config": config.name})
-                scratch = case0.new_outputs()
-                prof = integrity.call_profile(functools.partial(candidate, case0.inputs, scratch, case0.params),
-                                              device, reps=max(profile_reps, 3 if device.type == "cuda" else 1))
-                if profile_reps:  # the `profile` tool's breakdown, from the same profiled calls
-                    kernel_profiles[config.name] = kernel_breakdown(prof, device.type == "cuda")
-                if defences == "full":
-                    findings += integrity.what_ran_findings(prof, list(task.spec.forbid_ops),
-                                                            task.spec.language, device.type == "cuda", config.name)
-                else:
-                    prof = None  # no cross-check asked for
-                lap("integrity_s")
-            subjects = {"candidate": candidate}
-            if baseline is not None:
-                subjects["baseline"] = baseline
-            if payload.get("compiled_baseline") and task.spec.is_torch_task:
-                compiled_ref = types.SimpleNamespace(reference=torch.compile(ref.reference))
-                subjects["compiled"] = reference_kernel(compiled_ref, task)  # type: ignore[arg-type]
-            try:
-                stats, recheck = time_config(task, ref, subjects, config, case0, refs0, opts, device,
-                                             fresh_recheck=defences != "off")
-            except (MemoryError, torch.cuda.OutOfMemoryError):
-                raise
-            except Exception as exc:
-                update.update(status="error", message="timing failed: " + _error_text(exc))
-            else:
-                cand = stats["candidate"]
-                update.update(candidate=cand, baseline=stats.get("baseline"), compiled=stats.get("compiled"))
-                if recheck:
-                    findings.append(recheck)
-                    update.update(status="fail", message=recheck.evidence)
-                elif prof is not None and cand.comparable:
-                    findings += integrity.crosscheck_findings(prof, cand.median_us, config.name)
-                update["integrity"] = findings
-                if "baseline" in stats:
-                    update["speedup"] = stats["baseline"].median_us / max(cand.median_us, 1e-9)
-                if "compiled" in stats:
-                    update["speedup_vs_compiled"] = stats["compiled"].median_us / max(cand.median_us, 1e-9)
-                seconds = cand.median_us * 1e-6
-                if seconds > 0:
-                    update["achieved_tflops"] = flops / seconds / 1e12
-                    update["achieved_gbps"] = nbytes / seconds / 1e9
-        if update.get("status", "pass") != "pass":
-            kernel_profiles.pop(config.name, None)  # a breakdown of a wrong kernel says nothing useful
-        results.append(result.model_copy(update=update))
+        results[config.name] = results[config.name].model_copy(update=update)
+
+    def still_passing() -> list[Config]:
+        return [c for c in configs if not poisoned and c.name in results and results[c.name].status == "pass"]
+
+    profiles: dict[str, dict[str, Any]] = {}
+    kernel_profiles: dict[str, list[dict]] = {}
+    profile_reps = int(payload.get("profile_reps") or 0)
+    if opts is not None and (defences == "full" or profile_reps) and still_passing():
+        # What one call runs, before timing, on unchanged inputs: for the defences and the profile tool.
+        progress({"stage": "integrity" if defences == "full" else "profile"})
+
+        def prepared_call(name: str) -> Callable[[], None]:
+            case = Case(task, ref, task.config(name), 0, device)
+            return functools.partial(candidate, case.inputs, case.new_outputs(), case.params)
+
+        profiles, errors = integrity.profile_calls([c.name for c in still_passing()], prepared_call, device,
+                                                   reps=max(profile_reps, 3 if on_gpu else 1))
+        for name, exc in errors.items():
+            failed(name, exc, "profiled call failed: ")
+        for name, prof in profiles.items():
+            if profile_reps:  # the `profile` tool's breakdown, from the same profiled calls
+                kernel_profiles[name] = kernel_breakdown(prof, on_gpu)
+            if defences == "full":
+                seen = integrity.what_ran_findings(prof, list(task.spec.forbid_ops), task.spec.language, on_gpu,
+                                                   name)
+                results[name] = results[name].model_copy(update={"integrity": results[name].integrity + seen})
+        lap("integrity_s")
+
+    subjects = {"candidate": candidate}
+    if baseline is not None:
+        subjects["baseline"] = baseline
+    if payload.get("compiled_baseline") and task.spec.is_torch_task:
+        compiled_ref = types.SimpleNamespace(reference=torch.compile(ref.reference))
+        subjects["compiled"] = reference_kernel(compiled_ref, task)  # type: ignore[arg-type]
+    for config in still_passing() if opts is not None else []:
+        progress({"stage": "timing", "config": config.name})
+        result = results[config.name]
+        try:
+            case0 = Case(task, ref, config, 0, device)
+            stats, recheck = time_config(task, ref, subjects, config, case0, reference_outputs(ref, case0), opts,
+                                         device, fresh_recheck=defences != "off", laps=laps)
+        except (MemoryError, torch.cuda.OutOfMemoryError):
+            raise
+        except Exception as exc:
+            failed(config.name, exc, "timing failed: ")
+            lap("timing_s")
+            continue
+        cand = stats["candidate"]
+        findings = list(result.integrity)
+        update = {"candidate": cand, "baseline": stats.get("baseline"), "compiled": stats.get("compiled")}
+        if recheck:
+            findings.append(recheck)
+            update.update(status="fail", message=recheck.evidence)
+        elif defences == "full" and config.name in profiles and cand.comparable:
+            findings += integrity.crosscheck_findings(profiles[config.name], cand.median_us, config.name)
+        update["integrity"] = findings
+        if "baseline" in stats:
+            update["speedup"] = stats["baseline"].median_us / max(cand.median_us, 1e-9)
+        if "compiled" in stats:
+            update["speedup_vs_compiled"] = stats["compiled"].median_us / max(cand.median_us, 1e-9)
+        if cand.median_us > 0:
+            update["achieved_tflops"] = result.flops / (cand.median_us * 1e-6) / 1e12
+            update["achieved_gbps"] = result.bytes / (cand.median_us * 1e-6) / 1e9
+        results[config.name] = result.model_copy(update=update)
         lap("timing_s")
+    for name in list(kernel_profiles):
+        if results[name].status != "pass":
+            del kernel_profiles[name]  # a breakdown of a wrong kernel says nothing useful
     progress({"stage": "done", "done": len(configs), "total": len(configs)})
-    return {"device": info.model_dump(), "configs": [r.model_dump() for r in results],
-            "kernels": kernel_profiles, "phases": {k: round(v, 4) for k, v in phases.items()}}
+    return {"device": info.model_dump(), "configs": [r.model_dump() for r in results.values()],
+            "kernels": kernel_profiles, "phases": {k: round(v, 4) for k, v in laps.seconds.items()}}
 
 
 def kernel_breakdown(prof: dict[str, Any], on_gpu: bool) -> list[dict]:
-    """From a profiled call (integrity.call_profile): which device kernels one call launches and how long
+    """From a profiled call (integrity.profile_calls): which device kernels one call launches and how long
     each takes, or on the CPU the host ops the interpreter spends its time in. KernelTime-shaped dicts."""
     times, calls = (prof["kernels"], prof["kernel_calls"]) if on_gpu else (prof["host_us"], prof["host_calls"])
     rows = [{"name": name, "calls": max(1, round(calls[name])), "total_us": us,
