@@ -12,7 +12,8 @@
 #   bench     timing repeatability and accuracy, tool turnaround, the MCP round trip
 #   integrity the runtime defences' cost on every expert solution, and their false alarms (none expected)
 #   mcp       the MCP round trip alone (get_task over stdio; what run_tests adds over the engine)
-#   run       crucible run --no-sandbox --suite core (the scripted expert plan), and its report
+#   run       crucible run --no-sandbox --suite core (the scripted expert plan), and its report; the run
+#             folder comes back as $OUT/gpu-run.tgz, and RESUME=1 resumes it when carried as crucible-runs/gpu
 # Each step runs under `timeout $STEP_TIMEOUT` (default 540 s). Logs and figures land in benchmarks/results/
 # and, when $OUT is set, as $OUT/gpu-results.tgz (the device tool returns at most 8 files).
 set -uo pipefail
@@ -67,12 +68,15 @@ for s in ${steps//,/ }; do
       step bench-turnaround python3 benchmarks/tool_turnaround.py --tasks triton2triton/softmax cuda2cuda/rmsnorm \
         torch2triton/silu_and_mul
       step bench-mcp python3 benchmarks/mcp_roundtrip.py ;;
-    run)
-      rm -rf /tmp/crucible-run
+    run)  # RESUME=1 goes on with a run folder carried back from an earlier call (crucible-runs/gpu)
+      run_dir=crucible-runs/gpu
+      resume=()
+      if [[ ${RESUME:-0} == 1 ]]; then resume=(--resume); else rm -rf "$run_dir"; fi
       step run python3 -m crucible.harness.cli run --no-sandbox --suite "${SUITE:-core}" \
-        --concurrency "${JOBS:-3}" --out /tmp/crucible-run
-      crucible report /tmp/crucible-run --json > benchmarks/results/scripted_run_report.json 2>>"$logs/run.log"
-      crucible report /tmp/crucible-run > benchmarks/results/scripted_run_report.txt 2>>"$logs/run.log" ;;
+        --concurrency "${JOBS:-3}" --out "$run_dir" "${resume[@]}"
+      crucible report "$run_dir" --json > benchmarks/results/scripted_run_report.json 2>>"$logs/run.log"
+      crucible report "$run_dir" > benchmarks/results/scripted_run_report.txt 2>>"$logs/run.log"
+      [[ -n ${OUT:-} ]] && tar czf "$OUT/gpu-run.tgz" "$run_dir" ;;
     *) echo "unknown step $s (validate, calibrate, tests, bench, integrity, mcp, run)"; rc=2 ;;
   esac
 done
