@@ -329,7 +329,9 @@ async def test_run_tests_reports_increasing_progress(ws: Path) -> None:
         await client.call_tool("run_tests", {"seeds": 1}, progress_callback=on_progress)
     values = [p for p, _, _ in seen]
     assert len(seen) >= 3 and values == sorted(values) and len(set(values)) == len(values)
-    assert seen[-1][:2] == (2, 2) and any("small" in (m or "") for _, _, m in seen)
+    # Two visible configs, each checked and then timed: four steps.
+    assert seen[-1][:2] == (4, 4) and any("small" in (m or "") for _, _, m in seen)
+    assert any((m or "").startswith("timing") for _, _, m in seen)
 
 
 # ---------------------------------------------------------------- profile, submit, the ledger

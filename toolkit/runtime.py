@@ -405,8 +405,9 @@ def run_evaluation(payload: dict, progress: Callable[[dict], None]) -> dict:
     # Three passes: correctness on every config, then one profiled session over the configs that passed,
     # then timing. Each pass makes its inputs afresh (seed 0 again for the timed set): keeping every
     # config's inputs alive between passes would not fit in memory.
+    steps = len(configs) * (2 if opts is not None else 1)  # progress: the checks, then the timing, per config
     for n, config in enumerate(configs):
-        progress({"stage": "config", "config": config.name, "done": n, "total": len(configs)})
+        progress({"stage": "config", "config": config.name, "done": n, "total": steps})
         flops, nbytes = task_metrics(task.spec, config)
         results[config.name] = ConfigResult(config=config.name, status="pass", flops=flops, bytes=nbytes)
         try:
@@ -442,7 +443,7 @@ def run_evaluation(payload: dict, progress: Callable[[dict], None]) -> dict:
     profile_reps = int(payload.get("profile_reps") or 0)
     if opts is not None and (defences == "full" or profile_reps) and still_passing():
         # What one call runs, before timing, on unchanged inputs: for the defences and the profile tool.
-        progress({"stage": "integrity" if defences == "full" else "profile"})
+        progress({"stage": "integrity" if defences == "full" else "profile", "done": len(configs), "total": steps})
 
         def prepared_call(name: str) -> Callable[[], None]:
             case = Case(task, ref, task.config(name), 0, device)
@@ -468,7 +469,8 @@ def run_evaluation(payload: dict, progress: Callable[[dict], None]) -> dict:
         compiled_ref = types.SimpleNamespace(reference=torch.compile(ref.reference))
         subjects["compiled"] = reference_kernel(compiled_ref, task)  # type: ignore[arg-type]
     for config in still_passing() if opts is not None else []:
-        progress({"stage": "timing", "config": config.name})
+        progress({"stage": "timing", "config": config.name, "total": steps,
+                  "done": len(configs) + configs.index(config)})
         result = results[config.name]
         try:
             case0 = Case(task, ref, config, 0, device)
@@ -501,7 +503,7 @@ def run_evaluation(payload: dict, progress: Callable[[dict], None]) -> dict:
     for name in list(kernel_profiles):
         if results[name].status != "pass":
             del kernel_profiles[name]  # a breakdown of a wrong kernel says nothing useful
-    progress({"stage": "done", "done": len(configs), "total": len(configs)})
+    progress({"stage": "done", "done": steps, "total": steps})
     return {"device": info.model_dump(), "configs": [r.model_dump() for r in results.values()],
             "kernels": kernel_profiles, "phases": {k: round(v, 4) for k, v in laps.seconds.items()}}
 
