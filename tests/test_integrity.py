@@ -59,19 +59,20 @@ def profile_of(kernels: dict[str, float], ops: list[str] | None = None, launches
     return {"kernels": kernels, "ops": ops or [], "interpreter_launches": launches}
 
 
-def test_one_profiler_session_attributes_each_op_to_the_call_that_ran_it() -> None:
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_one_profiler_session_attributes_each_op_to_the_call_that_ran_it(device: str) -> None:
     prepared: list[str] = []
 
-    def make_call(key: str):  # the preparation's own ops (randn) belong to no call
+    def make_call(key: str):  # the preparation's own ops and kernels (randn) belong to no call
         prepared.append(key)
-        a, b = torch.randn(64, 64), torch.randn(64, 64)
+        a, b = torch.randn(64, 64, device=device), torch.randn(64, 64, device=device)
         if key == "adds":
             return lambda: torch.add(a, b)
         if key == "products":
             return lambda: torch.mm(a, b)
         return lambda: a.view(-1, 3)  # 4096 elements: not a multiple of 3, raises
 
-    profiles, errors = integrity.profile_calls(["adds", "broken", "products"], make_call, torch.device("cpu"),
+    profiles, errors = integrity.profile_calls(["adds", "broken", "products"], make_call, torch.device(device),
                                                reps=2)
     assert prepared == ["adds", "broken", "products"]
     assert set(profiles) == {"adds", "products"} and set(errors) == {"broken"}
@@ -79,7 +80,15 @@ def test_one_profiler_session_attributes_each_op_to_the_call_that_ran_it() -> No
     assert "aten::mm" in profiles["products"]["ops"] and "aten::add" not in profiles["products"]["ops"]
     assert not any("randn" in op or "normal" in op for p in profiles.values() for op in p["ops"])
     assert profiles["adds"]["host_calls"]["aten::add"] == 1  # per call, over the two reps
-    assert profiles["adds"]["interpreter_launches"] == 0
+    if device == "cpu":
+        assert profiles["adds"]["interpreter_launches"] == 0
+        return
+    # On the GPU the device kernels too, each in the range of the call that launched it.
+    adds, products = profiles["adds"]["kernels"], profiles["products"]["kernels"]
+    assert len(adds) == 1 and "add" in next(iter(adds)).lower(), adds
+    assert products and not any("add" in k.lower() for k in products), products
+    assert not any("normal" in k for p in profiles.values() for k in p["kernels"])
+    assert profiles["adds"]["kernel_calls"][next(iter(adds))] == 1
 
 
 def test_a_call_whose_every_kernel_is_pytorchs_or_a_librarys_has_no_kernel_of_its_own() -> None:
