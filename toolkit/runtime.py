@@ -395,12 +395,13 @@ def run_evaluation(payload: dict, progress: Callable[[dict], None]) -> dict:
     configs = [task.config(name) for name in payload["configs"]]
     on_gpu = device.type == "cuda"
     results: dict[str, ConfigResult] = {}
-    poisoned = False  # a sticky CUDA error: the context is lost, nothing more can run
+    poisoned: str | None = None  # the config of a sticky CUDA error: the context is lost, nothing more runs
 
     def failed(name: str, exc: Exception, what: str = "") -> None:
         nonlocal poisoned
         results[name] = results[name].model_copy(update={"status": "error", "message": what + _error_text(exc)})
-        poisoned = poisoned or (on_gpu and "CUDA error" in str(exc))
+        if on_gpu and "CUDA error" in str(exc):
+            poisoned = poisoned or name
 
     # Three passes: correctness on every config, then one profiled session over the configs that passed,
     # then timing. Each pass makes its inputs afresh (seed 0 again for the timed set): keeping every
@@ -469,6 +470,8 @@ def run_evaluation(payload: dict, progress: Callable[[dict], None]) -> dict:
         compiled_ref = types.SimpleNamespace(reference=torch.compile(ref.reference))
         subjects["compiled"] = reference_kernel(compiled_ref, task)  # type: ignore[arg-type]
     for config in still_passing() if opts is not None else []:
+        if poisoned:
+            break
         progress({"stage": "timing", "config": config.name, "total": steps,
                   "done": len(configs) + configs.index(config)})
         result = results[config.name]
@@ -503,6 +506,11 @@ def run_evaluation(payload: dict, progress: Callable[[dict], None]) -> dict:
     for name in list(kernel_profiles):
         if results[name].status != "pass":
             del kernel_profiles[name]  # a breakdown of a wrong kernel says nothing useful
+    if poisoned and opts is not None:  # correct, but the lost context left them untimed: say so
+        for name, result in results.items():
+            if result.status == "pass" and result.candidate is None:
+                results[name] = result.model_copy(update={
+                    "message": f"not timed: a CUDA error on config {poisoned} lost the GPU context"})
     progress({"stage": "done", "done": steps, "total": steps})
     return {"device": info.model_dump(), "configs": [r.model_dump() for r in results.values()],
             "kernels": kernel_profiles, "phases": {k: round(v, 4) for k, v in laps.seconds.items()}}
