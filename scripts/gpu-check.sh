@@ -11,6 +11,7 @@
 #   tests     pytest -m gpu (the per-task expert/baseline tests are left to `validate` unless FULL=1)
 #   bench     timing repeatability and accuracy, tool turnaround, the MCP round trip
 #   integrity the runtime defences' cost on every expert solution, and their false alarms (none expected)
+#   profiler  what a profiler session costs in a fresh worker, and a cProfile of one evaluation
 #   mcp       the MCP round trip alone (get_task over stdio; what run_tests adds over the engine)
 #   run       crucible run --no-sandbox --suite core (the scripted expert plan), and its report; the run
 #             folder comes back as $OUT/gpu-run.tgz, and RESUME=1 resumes it when carried as crucible-runs/gpu
@@ -60,6 +61,8 @@ for s in ${steps//,/ }; do
       step gpu-tests python3 -m pytest -m gpu -q -rP -p no:cacheprovider "${select[@]}" "$@" tests ;;
     integrity)  # what the runtime defences cost on the experts, and that none fires on them
       step integrity-cost python3 benchmarks/integrity_cost.py "$@" ;;
+    profiler)
+      step profiler-cost python3 benchmarks/profiler_cost.py ;;
     mcp)
       step bench-mcp python3 benchmarks/mcp_roundtrip.py "$@" ;;
     bench)
@@ -77,7 +80,7 @@ for s in ${steps//,/ }; do
       crucible report "$run_dir" --json > benchmarks/results/scripted_run_report.json 2>>"$logs/run.log"
       crucible report "$run_dir" > benchmarks/results/scripted_run_report.txt 2>>"$logs/run.log"
       [[ -n ${OUT:-} ]] && tar czf "$OUT/gpu-run.tgz" "$run_dir" ;;
-    *) echo "unknown step $s (validate, calibrate, tests, bench, integrity, mcp, run)"; rc=2 ;;
+    *) echo "unknown step $s (validate, calibrate, tests, bench, integrity, profiler, mcp, run)"; rc=2 ;;
   esac
 done
 [[ -n ${OUT:-} ]] && tar czf "$OUT/gpu-results.tgz" benchmarks/results

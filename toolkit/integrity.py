@@ -175,9 +175,11 @@ PROFILE_MARK = "crucible::profiled::"
 
 def profile_calls(keys: list[str], make_call: Callable[[str], Callable[[], None]], device: torch.device,
                   reps: int = 3) -> tuple[dict[str, dict[str, Any]], dict[str, Exception]]:
-    """Run each key's call `reps` times, all in ONE profiler session: starting a session with CUPTI costs
-    about 0.4 s on the H200, far more than the calls, and one session per config made the defences cost
-    40% of an evaluation. `make_call(key)` prepares a call (its inputs) outside the profiled ranges; each
+    """Run each key's call `reps` times, all in ONE profiler session, so the session's set-up is paid once
+    per evaluation. The session is torch.autograd.profiler's (Kineto, as torch.profiler uses): the
+    torch.profiler wrapper imports torch._inductor on its first start, 1.5 s on a CPU and about 4 s on the
+    H200, which made the defences cost 40% of an evaluation (benchmarks/profiler_cost.py).
+    `make_call(key)` prepares a call (its inputs) outside the profiled ranges; each
     key's calls run inside a range of their own, ended by a synchronize, and every event (a host op, or a
     kernel, copy or memset on the device) belongs to the range its middle falls in (the profiler puts device
     events on the host's clock).
@@ -187,13 +189,12 @@ def profile_calls(keys: list[str], make_call: Callable[[str], Callable[[], None]
     the Triton interpreter how many kernels a call launched. The defences read it, and so does the
     `profile` tool's kernel breakdown (runtime.py). Keys whose call raised are in the second dict; after a
     CUDA error the session stops there (the context is lost)."""
-    from torch.profiler import ProfilerActivity, profile, record_function
+    from torch.autograd.profiler import profile, record_function
 
     on_gpu = device.type == "cuda"
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
     launches: dict[str, float | None] = {}
     errors: dict[str, Exception] = {}
-    with profile(activities=activities) as prof:
+    with profile(use_kineto=True, use_device="cuda" if on_gpu else None) as prof:
         for key in keys:
             try:
                 call = make_call(key)
@@ -215,10 +216,10 @@ def profile_calls(keys: list[str], make_call: Callable[[str], Callable[[], None]
                 continue
             launches[key] = None if on_gpu else count[0] / reps
     windows = [(e.time_range.start, e.time_range.end, e.name.removeprefix(PROFILE_MARK))
-               for e in prof.events() if e.name.startswith(PROFILE_MARK)]
+               for e in prof.function_events if e.name.startswith(PROFILE_MARK)]
     out = {key: {"kernels": {}, "kernel_calls": {}, "host_us": {}, "host_calls": {},
                  "interpreter_launches": launches[key]} for key in launches}
-    for e in prof.events():
+    for e in prof.function_events:
         if e.name.startswith(PROFILE_MARK):
             continue
         middle = (e.time_range.start + e.time_range.end) / 2  # inside its range with room on both sides

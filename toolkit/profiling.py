@@ -2,7 +2,7 @@
 
     profile(task, snapshot, config)
         build (cached) -> worker job "profile": check once, time carefully against the baseline, then run
-        the candidate under torch.profiler to list its kernels -> roofline from the task's formulas and
+        the candidate under the PyTorch profiler to list its kernels -> roofline from the task's formulas and
         the device's ceilings -> optional Nsight Compute metrics (slow; only when asked and `ncu` exists)
 
 What does not apply on a backend (kernel times and counters on the CPU) is said in `notes`.
