@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import pytest
@@ -89,6 +91,22 @@ def test_one_profiler_session_attributes_each_op_to_the_call_that_ran_it(device:
     assert products and not any("add" in k.lower() for k in products), products
     assert not any("normal" in k for p in profiles.values() for k in p["kernels"])
     assert profiles["adds"]["kernel_calls"][next(iter(adds))] == 1
+
+
+def test_the_profiled_pass_does_not_import_torch_inductor() -> None:
+    # torch.profiler's wrapper imports torch._inductor on its first start: 4.4 s in every fresh worker on the
+    # H200, which was nearly all of the defences' cost (benchmarks/RESULTS.md). A fresh interpreter, as the
+    # worker is, must get its profile without it.
+    script = ("import sys, torch\n"
+              "from crucible.toolkit import integrity\n"
+              "x = torch.ones(8)\n"
+              "profiles, errors = integrity.profile_calls(['k'], lambda key: lambda: torch.add(x, x),"
+              " torch.device('cpu'), reps=1)\n"
+              "assert 'aten::add' in profiles['k']['ops'], profiles\n"
+              "print('torch._inductor' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "False"
 
 
 def test_a_call_whose_every_kernel_is_pytorchs_or_a_librarys_has_no_kernel_of_its_own() -> None:
