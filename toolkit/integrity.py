@@ -179,10 +179,11 @@ def profile_calls(keys: list[str], make_call: Callable[[str], Callable[[], None]
     per evaluation. The session is torch.autograd.profiler's (Kineto, as torch.profiler uses): the
     torch.profiler wrapper imports torch._inductor on its first start, 1.5 s on a CPU and about 4 s on the
     H200, which made the defences cost 40% of an evaluation (benchmarks/profiler_cost.py).
-    `make_call(key)` prepares a call (its inputs) outside the profiled ranges; each
-    key's calls run inside a range of their own, ended by a synchronize, and every event (a host op, or a
-    kernel, copy or memset on the device) belongs to the range its middle falls in (the profiler puts device
-    events on the host's clock).
+
+    `make_call(key)` prepares a call (its inputs) outside the profiled ranges; each key's calls run inside a
+    range of their own, ended by a synchronize, and every event (a host op, or a kernel, copy or memset on
+    the device) belongs to the range its middle falls in (the profiler puts device events on the host's
+    clock).
 
     Per key: the device kernels with their time and launch count per call (`kernels`, `kernel_calls`),
     the host ops with their own time (`host_us`, `host_calls`; `ops` names them, e.g. aten::mm), and in
