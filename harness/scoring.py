@@ -97,7 +97,7 @@ def score_evaluation(task: Task, ev: Evaluation, flags: list[str] | None = None)
         return Score(verdict="timeout", message=ev.message, compiled=True, **base)
     # The runtime defences come first: a caught cheat is `flagged` with its evidence, whatever else it got
     # right or wrong, so a person can audit it (docs/evaluation-rules.md).
-    findings = [f for c in ev.configs for f in c.integrity]
+    findings = [*ev.integrity, *(f for c in ev.configs for f in c.integrity)]
     if ev.status == "exit":
         findings.append(IntegrityFinding(defence="process_exit", evidence=ev.message[:300]))
     flags += [f.flag() for f in findings]

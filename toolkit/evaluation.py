@@ -1,12 +1,13 @@
-"""The engine's front door: build a snapshot, then check and time it in a fresh worker.
+"""The engine's front door: build a snapshot, then check and time it with a judge and its runners.
 
     evaluate(task, snapshot, request)
         build (toolchains/, trusted: compilers only, no candidate code runs)
-          -> worker job "evaluate" (worker.py -> runtime.py, untrusted code, sandboxed)
+          -> judge job "evaluate" (an EvalJob, toolkit/protocol.py; toolkit/judge/, trusted)
+               -> runners (toolkit/runner/, sandboxed): the candidate in one, the baseline in another
           -> Evaluation (results.py)
 
 Every failure ends in a status and a message that says what happened and what to do; a crash, hang or
-early exit of candidate code kills only its worker.
+early exit of candidate code kills only its runner.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .devices import LeaseCancelled, gpu_lease
 from .hardware import datasheet_for, peak_fraction
+from .integrity import finding as integrity_finding
+from .protocol import CompileJob, EvalJob, KernelSpec
 from .results import ConfigResult, DeviceInfo, Evaluation, KernelTime, Status
 from .task import Config, Task, output_shape
 from .toolchains import BuildResult, BuildTarget, Diagnostic, KernelResources, get_toolchain
@@ -108,20 +111,33 @@ def build(task: Task, source_dir: Path, file: str, backend: Backend) -> BuildRes
 
 
 def _worker_env() -> dict[str, str]:
+    # The judge itself compiles no candidate kernel; runners get a private cache each (judge/link.py).
     triton_cache = cache_root() / "triton"
     triton_cache.mkdir(parents=True, exist_ok=True)
     return {"TRITON_CACHE_DIR": str(triton_cache)}
 
 
+JUDGE_GRACE_S = 60.0
+"""The judge outlives its runners' deadline by this much, so it can say what happened to them."""
+
+
 def _limits(task: Task, timeout_s: float | None) -> WorkerLimits:
     lim = task.spec.limits
-    return WorkerLimits(timeout_s=timeout_s or lim.timeout_s, memory_mb=lim.memory_mb,
+    return WorkerLimits(timeout_s=(timeout_s or lim.timeout_s) + JUDGE_GRACE_S, memory_mb=lim.memory_mb,
                         max_processes=lim.max_processes)
 
 
-def _kernel_desc(task: Task, build_result: BuildResult | None, source: Path) -> dict:
-    path = build_result.artifact if build_result is not None and task.spec.language != "triton" else source
-    return {"language": task.spec.language, "path": str(path), "entry": task.spec.entry}
+def kernel_spec(task: Task, build_result: BuildResult | None, source: Path) -> KernelSpec:
+    """What a runner loads: the built artifact (a shared library), or the module itself."""
+    chain = get_toolchain(task.spec.language)
+    path = build_result.artifact if build_result is not None and chain.loader == "shared_library" else source
+    return KernelSpec(language=task.spec.language, loader=chain.loader, path=str(path), entry=task.spec.entry)
+
+
+def reference_spec(task: Task, compiled: bool = False) -> KernelSpec:
+    """The torch2X baseline: the task's reference (its `compiled` twin through torch.compile)."""
+    return KernelSpec(language="torch", loader="reference", path=str(task.file("reference.py")),
+                      entry="reference", compiled=compiled)
 
 
 def _config_names(task: Task, which: list[str] | str) -> list[str]:
@@ -173,39 +189,56 @@ def evaluate(task: Task, snapshot: Snapshot, request: EvalRequest | None = None,
     build_dump = cand_build.model_dump(mode="json")
     if not cand_build.ok:
         return finish("compile_error", compile_error_message(cand_build), build=build_dump)
-    if task.spec.language != "triton" and backend == "cpu":
+    if not get_toolchain(task.spec.language).runs_on_cpu and backend == "cpu":
         return finish("not_run", f"the {task.spec.language.upper()} kernel compiled for "
                       f"{cand_build.target.arch}; running it needs a GPU, and this machine has none "
                       "(the cpu backend runs Triton kernels only)", build=build_dump)
 
-    baseline: dict | str | None = None
-    if task.spec.is_torch_task:
-        baseline = "reference"
-    elif task.spec.baseline and request.timing != "none":
+    baseline: KernelSpec | None = None
+    if request.timing == "none":
+        pass
+    elif task.spec.is_torch_task:
+        baseline = reference_spec(task)
+    elif task.spec.baseline:
         base_build = build(task, task.root, task.spec.baseline, backend)
         if not base_build.ok:
             return finish("infra", f"the task's own baseline does not build: {base_build.log[-500:]}",
                           build=build_dump)
-        baseline = _kernel_desc(task, base_build, task.file(task.spec.baseline))
-    payload = {
-        "task_root": str(task.root), "configs": names,
-        "seeds": list(range(request.seeds or task.spec.seeds)),
-        "candidate": _kernel_desc(task, cand_build, snapshot.root / task.spec.candidate),
-        "baseline": baseline, "timing": request.timing, "compiled_baseline": request.compiled_baseline,
-        "backend": backend, "profile_reps": profile_reps,
-        "integrity": request.integrity or ("full" if request.timing == "careful" else "checks"),
-    }
-    outcome = _run(task, "evaluate", payload, backend, request, on_progress, cancel, pool)
+        baseline = kernel_spec(task, base_build, task.file(task.spec.baseline))
+    lim = task.spec.limits
+    job = EvalJob(
+        task_root=str(task.root), snapshot_root=str(snapshot.root), configs=names,
+        seeds=list(range(request.seeds or task.spec.seeds)),
+        candidate=kernel_spec(task, cand_build, snapshot.root / task.spec.candidate), baseline=baseline,
+        compiled_baseline=reference_spec(task, compiled=True) if request.compiled_baseline and
+        task.spec.is_torch_task and request.timing != "none" else None,
+        timing=request.timing, backend=backend, profile_reps=profile_reps,
+        integrity=request.integrity or ("full" if request.timing == "careful" else "checks"),
+        runner_timeout_s=request.timeout_s or lim.timeout_s, memory_mb=lim.memory_mb,
+        max_processes=lim.max_processes)
+    outcome = _run(task, "evaluate", job.model_dump(mode="json"), backend, request, on_progress, cancel, pool)
     extra = {"build": build_dump, "isolation": outcome.isolation, "stderr_tail": outcome.stderr_tail}
     if outcome.status != "ok" or outcome.result is None:
         return finish(OUTCOME_STATUS.get(outcome.status, "error"), outcome.message, **extra)
     result = outcome.result
+    if "infra" in result:
+        return finish("infra", result["infra"], **extra)
+    extra.update(isolation={**outcome.isolation, **result.get("isolation", {})},
+                 stderr_tail=result.get("output_tail", ""))
     phases = {"build_s": round(built - started, 4), "worker_s": round(outcome.seconds, 4), **result.get("phases", {})}
     device = DeviceInfo.model_validate(result["device"])
+    found = [integrity_finding("protocol", "", result["protocol"])] if "protocol" in result else []
     if "load_error" in result:
-        return finish("error", "loading the candidate failed:\n" + result["load_error"], device=device, **extra)
-    configs = [with_peak_fraction(ConfigResult.model_validate(c), device, task) for c in result["configs"]] + skipped
+        return finish("error", "loading the candidate failed:\n" + result["load_error"], device=device,
+                      integrity=found, **extra)
+    configs = [with_peak_fraction(ConfigResult.model_validate(c), device, task)
+               for c in result.get("configs", [])] + skipped
     kernels = {name: [KernelTime.model_validate(k) for k in rows] for name, rows in result.get("kernels", {}).items()}
+    ended = result.get("ended")
+    if ended:  # the candidate's runner died, hung or left: that is the evaluation's status
+        status = ended["status"] if ended["status"] in OUTCOME_STATUS else "error"
+        return finish(status, ended["message"], configs=configs, device=device, kernels=kernels,  # type: ignore[arg-type]
+                      phases=phases, correct=False, **extra)
     return finish(*summarize(configs, task), configs=configs, device=device, kernels=kernels, phases=phases,
                   correct=all(c.status in ("pass", "skipped") for c in configs), **speedups(configs, task, backend), **extra)
 
@@ -284,15 +317,17 @@ def compile_snapshot(task: Task, snapshot: Snapshot, backend: Backend | Literal[
     for the target architecture (in a worker, since importing runs candidate code)."""
     backend = resolve_backend(backend)
     result = build(task, snapshot.root, task.spec.candidate, backend)
-    if task.spec.language != "triton" or not result.ok:
+    if not get_toolchain(task.spec.language).traced_build or not result.ok:
         return result
     smallest = min(task.spec.configs, key=lambda c: sum(v for v in c.values.values()
                                                          if isinstance(v, int) and not isinstance(v, bool)))
-    payload = {"task_root": str(task.root), "config": smallest.name, "backend": backend,
-               "arch": result.target.arch,
-               "candidate": _kernel_desc(task, None, snapshot.root / task.spec.candidate)}
+    lim = task.spec.limits
+    job = CompileJob(task_root=str(task.root), snapshot_root=str(snapshot.root), config=smallest.name,
+                     candidate=kernel_spec(task, None, snapshot.root / task.spec.candidate), backend=backend,
+                     arch=result.target.arch, runner_timeout_s=lim.timeout_s, memory_mb=lim.memory_mb,
+                     max_processes=lim.max_processes)
     started = time.perf_counter()
-    outcome = _run(task, "triton_build", payload, backend, EvalRequest(), None, cancel, pool)
+    outcome = _run(task, "compile", job.model_dump(mode="json"), backend, EvalRequest(), None, cancel, pool)
     seconds = result.seconds + time.perf_counter() - started
     if outcome.status != "ok" or outcome.result is None:
         diag = Diagnostic(file=task.spec.candidate, line=None, column=None, severity="error",

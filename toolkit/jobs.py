@@ -1,16 +1,22 @@
-"""What an evaluation worker can be asked to do: job name -> "module:function".
+"""What a worker process can be asked to do: job name -> "module:function".
 
-Each function takes `(payload: dict, progress: Callable[[dict], None]) -> dict` and runs inside the
-sandboxed worker (toolkit/worker_main.py), never in the server. Tests may add entries of their own.
+Each function takes `(payload: dict, progress: Callable[[dict], None]) -> dict` and runs in a worker
+process (toolkit/worker_main.py), never in the server. Tests may add entries of their own.
+
+Trusted jobs (TRUSTED_JOBS) never load candidate code: the judge's jobs start sandboxed runners of their
+own (toolkit/judge/), which needs what the sandbox takes away (cgroups, namespaces), so they run outside
+it. Every other job runs sandboxed.
 """
 
 JOBS: dict[str, str] = {
-    "evaluate": "crucible.toolkit.runtime:run_evaluation",
-    "triton_build": "crucible.toolkit.runtime:run_triton_build",
+    "evaluate": "crucible.toolkit.judge.evaluate:run_evaluation",
+    "compile": "crucible.toolkit.judge.evaluate:run_compile",
     "ncu": "crucible.toolkit.ncu:run_ncu_job",
     "calibrate": "crucible.toolkit.calibration:run_calibration",
     "validate_reference": "crucible.toolkit.validation:run_reference_checks",
 }
+
+TRUSTED_JOBS: frozenset[str] = frozenset({"evaluate", "compile", "calibrate", "validate_reference"})
 
 LANDLOCK_IN_CHILD: frozenset[str] = frozenset({"ncu"})
 """Jobs whose untrusted code runs in a child process that restricts its own filesystem (payload key

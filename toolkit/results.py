@@ -45,9 +45,8 @@ class SeedCheck(Model):
     """Rule violations other than wrong values: mutated inputs, replaced outputs, runs that disagree."""
 
 
-Defence = Literal["input_mutation", "output_replaced", "timed_recheck", "stale_results", "precision",
-                  "nondeterminism", "no_own_kernel", "forbidden_op", "timing_crosscheck", "patched_runtime",
-                  "process_exit"]
+Defence = Literal["input_mutation", "timed_recheck", "stale_results", "precision", "nondeterminism",
+                  "no_own_kernel", "library_time", "forbidden_op", "timing_bound", "protocol", "process_exit"]
 AUDIT_ONLY: frozenset[str] = frozenset({"nondeterminism"})
 """Defences whose findings are flags for a person; every other finding makes the verdict `flagged`."""
 
@@ -67,7 +66,10 @@ class IntegrityFinding(Model):
         return f"runtime:{self.defence}" + (f" {self.config}" if self.config else "") + f": {self.evidence}"
 
 
-TimingMethod = Literal["cuda_graph", "cuda_events", "cpu_wall"]
+TimingMethod = Literal["gated_events", "cuda_graph", "cuda_events", "cpu_wall"]
+"""gated_events: the runner's device events around each call, queued while gated by the judge (the
+figure for candidates and baselines); cuda_graph, cuda_events: the judge's in-process timer (calibration);
+cpu_wall: host clock."""
 
 
 class TimingStats(Model):
@@ -85,8 +87,11 @@ class TimingStats(Model):
     input_sets: int = 1
     """How many input sets the repetitions rotated through (enough to overflow the L2)."""
     overhead_us: float = 0
-    """Subtracted from every repetition: what an empty region measures (an empty graph's replay, or the
-    device sync of the events fallback)."""
+    """What an empty call measures: the judge's handshake with a runner (subtracted from `judged_us`), or
+    the in-process timer's empty region (subtracted from every repetition)."""
+    judged_us: float | None = None
+    """The judge's own median per call, from its clock around the runner's work, net of `overhead_us`:
+    the bound the reported median must agree with (else the finding `timing_bound`)."""
 
 
 class ConfigResult(Model):
@@ -164,6 +169,8 @@ class Evaluation(Model):
     device: DeviceInfo | None = None
     build: dict | None = None
     """The BuildResult of the candidate (see toolkit/toolchains)."""
+    integrity: list[IntegrityFinding] = Field(default_factory=list)
+    """Findings that belong to no config (a protocol violation while loading)."""
     kernels: dict[str, list[KernelTime]] = Field(default_factory=dict)
     """Per config, when a profile was asked for: the kernels one call ran."""
     isolation: dict[str, str] = Field(default_factory=dict)

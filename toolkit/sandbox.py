@@ -17,16 +17,22 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import glob
+import importlib.util
 import os
 import platform
+import resource
 import shlex
 import shutil
 import signal
+import site
+import stat
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -300,8 +306,17 @@ def describe(limits: WorkerLimits, caps: SandboxCaps, cgroup: RunCgroup | None) 
 # Syscall numbers are the same on x86_64 and aarch64 (the generic table).
 _LANDLOCK_SYSCALLS = {"x86_64": (444, 445, 446), "aarch64": (444, 445, 446)}
 _ACCESS_ABI1 = (1 << 13) - 1  # EXECUTE .. MAKE_SYM
-_READ_ONLY = (1 << 0) | (1 << 2) | (1 << 3)  # EXECUTE | READ_FILE | READ_DIR
+_EXECUTE, _WRITE_FILE, _READ_FILE, _READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+_READ_ONLY = _EXECUTE | _READ_FILE | _READ_DIR
 _REFER, _TRUNCATE = 1 << 13, 1 << 14
+_FILE_ACCESS = _EXECUTE | _WRITE_FILE | _READ_FILE | _TRUNCATE  # a rule on a file may hold only these
+# Ioctl (LANDLOCK_ACCESS_FS_IOCTL_DEV, ABI 5) is never handled, so it stays allowed: CUDA drives the GPU by
+# ioctl on /dev/nvidia*.
+
+GPU_DEVICES = ("/dev/nvidia*", "/dev/nvidia-caps/*", "/dev/dri/*", "/dev/kfd")
+"""Device nodes an allow-listed process may open read-write (NVIDIA, DRM, AMD's kfd), where they exist."""
+PLAIN_DEVICES = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random", "/dev/tty")
+"""The other devices it may open read-write. Not /dev/shm: files written there outlive the process."""
 
 
 class _PathBeneath(ctypes.Structure):
@@ -324,33 +339,47 @@ def landlock_abi() -> int:
     return max(int(version), 0)
 
 
-def restrict_filesystem(writable: list[str]) -> str:
-    """Make the whole filesystem read-only for this process and its children, except `writable`.
+def _device_nodes() -> list[str]:
+    return [p for pattern in (*GPU_DEVICES, *PLAIN_DEVICES) for p in sorted(glob.glob(pattern))]
 
-    Irreversible. Ioctl on devices stays allowed (CUDA needs it), and so are writes under this process's
-    /proc/<pid>/task (the CUDA driver needs them). Raises OSError if Landlock refuses.
+
+def restrict_filesystem(writable: list[str], readable: list[str] | None = None) -> str:
+    """Restrict this process and its children to `writable` (read-write) and, when `readable` is given, to
+    `readable` (read and execute only) plus the devices in GPU_DEVICES and PLAIN_DEVICES (read-write);
+    everything else is denied. Without `readable`, the whole filesystem stays readable.
+
+    Paths may name files or folders; missing ones are skipped. Irreversible. Ioctl on devices stays allowed
+    (CUDA needs it), and so are writes under this process's /proc/<pid>/task (the CUDA driver needs them).
+    Raises OSError if Landlock refuses.
     """
     abi = landlock_abi()
     if abi < 1:
         raise OSError("Landlock is not available on this kernel")
     create, add_rule, restrict = _LANDLOCK_SYSCALLS[platform.machine()]
     handled = _ACCESS_ABI1 | (_REFER if abi >= 2 else 0) | (_TRUNCATE if abi >= 3 else 0)
+    # The CUDA driver writes under its own /proc/<pid>/task (error 304 otherwise); only this process's
+    # entry is opened, so CUDA in a subprocess of the candidate fails, and /proc/sys stays read-only.
+    own_tasks = os.path.realpath("/proc/self/task")
+    if readable is None:
+        rules = [("/", _READ_ONLY)] + [(p, handled) for p in [*writable, own_tasks]]
+    else:
+        device = (_READ_FILE | _WRITE_FILE | _TRUNCATE) & handled
+        rules = ([(p, _READ_ONLY) for p in readable] + [(p, device) for p in _device_nodes()]
+                 + [(p, handled) for p in [*writable, own_tasks]])
     libc = _libc()
     attr = ctypes.c_uint64(handled)  # struct landlock_ruleset_attr: only handled_access_fs
     ruleset = libc.syscall(create, ctypes.byref(attr), ctypes.c_size_t(8), ctypes.c_uint32(0))
     if ruleset < 0:
         raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
     try:
-        # The CUDA driver writes under its own /proc/<pid>/task (error 304 otherwise); only this process's
-        # entry is opened, so CUDA in a subprocess of the candidate fails, and /proc/sys stays read-only.
-        own_tasks = os.path.realpath("/proc/self/task")
-        rules = [("/", _READ_ONLY)] + [(p, handled) for p in [*writable, own_tasks]]
         for path, access in rules:
             try:
-                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)  # follows symlinks: rules bind the target
             except FileNotFoundError:
                 continue
             try:
+                if not stat.S_ISDIR(os.fstat(fd).st_mode):
+                    access &= _FILE_ACCESS  # the kernel refuses folder-only rights on a file (EINVAL)
                 rule = _PathBeneath(access, fd)
                 if libc.syscall(add_rule, ctypes.c_int(ruleset), ctypes.c_int(1), ctypes.byref(rule),
                                 ctypes.c_uint32(0)) < 0:
@@ -363,4 +392,93 @@ def restrict_filesystem(writable: list[str]) -> str:
             raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
     finally:
         os.close(ruleset)
-    return f"Landlock ABI {abi}: read-only except {', '.join(writable)}"
+    if readable is None:
+        return f"Landlock ABI {abi}: read-only except {', '.join(writable)}"
+    return (f"Landlock ABI {abi}: reads only {', '.join(readable)} and the GPU devices; "
+            f"writes only {', '.join(writable)}")
+
+
+SYSTEM_READABLE = ("/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/sys", "/dev")
+"""The system a runner reads: shared libraries, compilers and ptxas's needs, config, and what the CUDA driver
+and torch read from /proc, /sys and /dev. Only the devices in GPU_DEVICES and PLAIN_DEVICES are writable."""
+
+
+def _package_dirs(name: str) -> list[str]:
+    """Where a top-level package lives, found without importing it (torch takes seconds to import)."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return []
+    if spec is None:
+        return []
+    return list(spec.submodule_search_locations or ([os.path.dirname(spec.origin)] if spec.origin else []))
+
+
+def _libcuda_dirs() -> list[str]:
+    """Folders holding the CUDA driver library: as loaded here, or where the loader would find it."""
+    dirs = []
+    with contextlib.suppress(OSError), open("/proc/self/maps") as maps:
+        dirs += [os.path.dirname(line.split(None, 5)[-1].strip()) for line in maps if "/libcuda.so" in line]
+    candidates = os.environ.get("LD_LIBRARY_PATH", "").split(":")
+    if os.environ.get("TRITON_LIBCUDA_PATH"):
+        candidates.append(os.environ["TRITON_LIBCUDA_PATH"])
+    for conf in glob.glob("/etc/ld.so.conf.d/*.conf"):
+        with contextlib.suppress(OSError), open(conf) as f:
+            candidates += [line.strip() for line in f if line.startswith("/")]
+    dirs += [d for d in candidates if d and glob.glob(os.path.join(d, "libcuda.so*"))]
+    return dirs
+
+
+def _compiler_prefixes() -> list[str]:
+    """Install trees of the C compiler and binutils on PATH: Triton builds its launcher module with $CC (else
+    gcc, else clang) at run time, e.g. /opt/gcc on the GPU machine. A tool in HOME's bin is not followed."""
+    names = [os.environ.get("CC", ""), "gcc", "clang", "cc", "as", "ld"]
+    home = os.path.realpath(os.path.expanduser("~"))
+    out = []
+    for found in filter(None, (shutil.which(n) for n in names if n)):
+        binary = os.path.realpath(found)
+        folder = os.path.dirname(binary)
+        prefix = os.path.dirname(folder) if os.path.basename(folder) == "bin" else folder
+        if prefix not in ("/", home):
+            out += [os.path.dirname(found), prefix]
+    return out
+
+
+def runner_readable(extra: list[str]) -> list[str]:
+    """The read allow-list for a process that runs only candidate code (Python, torch, Triton with its
+    interpreter, bundled ptxas and the C compiler it builds launchers with, a shared library built
+    elsewhere, the CUDA driver), plus `extra` (the snapshot and build folders).
+
+    Not readable: the task suite, the repo's root, stores, other workspaces, /tmp, HOME. Each entry comes
+    with its symlink target, since Landlock binds the resolved inode; missing paths are left out.
+    """
+    toolkit = os.path.dirname(os.path.realpath(__file__))  # this package only, not the repo around it
+    python = [sys.base_prefix, sys.prefix, sys.base_exec_prefix, sys.exec_prefix]
+    sites = [p for p in [*sys.path, *site.getsitepackages()]
+             if os.path.basename(p.rstrip("/")) in ("site-packages", "dist-packages")]
+    packages = [d for name in ("torch", "triton", "nvidia") for d in _package_dirs(name)]
+    system = [*SYSTEM_READABLE, *glob.glob("/usr/local/cuda*"), *glob.glob("/run/nvidia*")]
+    out: list[str] = []
+    for path in [*python, *sites, toolkit, *packages, *_libcuda_dirs(), *_compiler_prefixes(), *system, *extra]:
+        out += [os.path.abspath(path), os.path.realpath(path)]
+    return [p for p in dict.fromkeys(out) if os.path.exists(p)]
+
+
+# ---------------------------------------------------------------------------------------------- rlimits
+
+RLIMITS = {"AS": resource.RLIMIT_AS, "DATA": resource.RLIMIT_DATA, "CPU": resource.RLIMIT_CPU,
+           "NPROC": resource.RLIMIT_NPROC, "CORE": resource.RLIMIT_CORE, "FSIZE": resource.RLIMIT_FSIZE}
+"""The resource limits a job may ask for, by the name after RLIMIT_ (worker_main.RLIMITS holds the same)."""
+
+
+def apply_rlimits(rlimits: dict[str, Any]) -> dict[str, str]:
+    """Set each limit (`value` or `[soft, hard]`) on this process; the description for the isolation record.
+
+    RLIMIT_FSIZE: a write past it raises SIGXFSZ, which kills the process unless ignored (then EFBIG).
+    """
+    applied = {}
+    for name, value in rlimits.items():
+        soft, hard = value if isinstance(value, list) else (value, value)
+        resource.setrlimit(RLIMITS[name], (soft, hard))
+        applied[name] = f"{soft}" if soft == hard else f"{soft} (hard {hard})"
+    return {"rlimits": ", ".join(f"RLIMIT_{k} {v}" for k, v in applied.items())} if applied else {}

@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .jobs import JOBS
+from .jobs import JOBS, TRUSTED_JOBS
 from .sandbox import RunCgroup, SandboxCaps, describe, launch_prefix, probe
 
 Status = Literal["ok", "error", "crash", "timeout", "exit", "oom", "cancelled", "infra"]
@@ -289,7 +289,8 @@ def run_job(kind: str, payload: dict[str, Any], *, limits: WorkerLimits, backend
     kind, a GPU backend without a GPU); everything the worker does becomes the outcome's status.
     """
     _check_kind(kind)
-    worker = start_worker(limits=limits, backend=backend, gpu=gpu, scratch=scratch, env=env)
+    worker = start_worker(limits=limits, backend=backend, gpu=gpu, scratch=scratch, env=env,
+                          trusted=kind in TRUSTED_JOBS)
     if isinstance(worker, WorkerOutcome):
         return worker
     return worker.run(kind, payload, on_progress=on_progress, cancel=cancel)
@@ -303,29 +304,36 @@ def _check_kind(kind: str) -> str:
 
 
 def start_worker(*, limits: WorkerLimits, backend: Backend, gpu: int | None = None, scratch: Path,
-                 env: dict[str, str] | None = None, preload: bool = False) -> Worker | WorkerOutcome:
-    """Start a sandboxed worker that waits for its one job. With `preload` it imports torch and Triton
-    (and initialises CUDA on a GPU backend) while it waits, so a worker started ahead of time answers its
-    job without paying for a fresh interpreter's imports. Returns an "infra" outcome if it cannot start."""
+                 env: dict[str, str] | None = None, preload: bool = False,
+                 trusted: bool = False) -> Worker | WorkerOutcome:
+    """Start a worker that waits for its one job: sandboxed, or with `trusted` (a judge: it runs no
+    candidate code and starts sandboxed runners itself) only in a process group of its own, with its
+    rlimits. With `preload` it imports torch and Triton (and initialises CUDA on a GPU backend) while it
+    waits, so a worker started ahead of time answers its job without paying for a fresh interpreter's
+    imports. Returns an "infra" outcome if it cannot start."""
     if backend != "cpu" and gpu is None:
         raise ValueError(f"the {backend} backend needs a gpu index")
     started = time.monotonic()
     scratch = Path(scratch).resolve()
     scratch.mkdir(parents=True, exist_ok=True)
     caps = probe()
-    cgroup = RunCgroup.create(caps, memory_mb=None if backend == "cpu" else limits.memory_mb,
-                              max_processes=limits.max_processes)
+    cgroup = None if trusted else RunCgroup.create(caps, memory_mb=None if backend == "cpu" else limits.memory_mb,
+                                                   max_processes=limits.max_processes)
     writable = [str(scratch), "/dev"]  # /dev: GPU device files and /dev/shm
     if env and env.get("TRITON_CACHE_DIR"):
         writable.append(env["TRITON_CACHE_DIR"])
     rlimits, isolation = _plan(limits, caps, backend, cgroup)
+    if trusted:  # the judge: its runners carry the sandbox (and their own memory limits)
+        rlimits = {k: v for k, v in rlimits.items() if k in ("CPU", "CORE")}
+        isolation = {"process_group": isolation["process_group"], "judge": "trusted: runs no candidate code"}
     child_env = _child_env(backend, gpu, scratch, env)
     if preload:
         child_env["CRUCIBLE_WORKER_PRELOAD"] = "cuda" if backend == "cuda" else "imports"
 
     job_r, job_w = os.pipe()
     res_r, res_w = os.pipe()
-    command = [*launch_prefix(limits, caps, cgroup), sys.executable, "-P", "-s", "-X", "faulthandler",
+    prefix = [] if trusted else launch_prefix(limits, caps, cgroup)
+    command = [*prefix, sys.executable, "-P", "-s", "-X", "faulthandler",
                "-m", "crucible.toolkit.worker_main", str(job_r), str(res_w)]
     try:
         proc = subprocess.Popen(command, pass_fds=(job_r, res_w), stdin=subprocess.DEVNULL,
@@ -342,7 +350,8 @@ def start_worker(*, limits: WorkerLimits, backend: Backend, gpu: int | None = No
     os.close(job_r)
     os.close(res_w)
     return Worker(proc=proc, job_w=job_w, res_r=res_r, cgroup=cgroup, limits=limits, rlimits=rlimits,
-                  isolation=isolation, landlock={"writable": writable} if caps.landlock_abi >= 1 else None,
+                  isolation=isolation,
+                  landlock={"writable": writable} if caps.landlock_abi >= 1 and not trusted else None,
                   started=started)
 
 
@@ -467,8 +476,10 @@ class WorkerPool:
     """
 
     def __init__(self, *, limits: WorkerLimits, backend: Backend, gpu: int | None = None,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, trusted: bool = True) -> None:
         self.limits, self.backend, self.gpu, self.env = limits, backend, gpu, env
+        self.trusted = trusted
+        """A pool of judges (the evaluate and compile jobs) by default."""
         self._lock = threading.Lock()
         self._spare: tuple[Worker, Path] | None = None
         self._closed = False
@@ -477,7 +488,7 @@ class WorkerPool:
     def _start(self) -> tuple[Worker, Path] | None:
         scratch = Path(tempfile.mkdtemp(prefix="crucible-worker-"))
         worker = start_worker(limits=self.limits, backend=self.backend, gpu=self.gpu, scratch=scratch,
-                              env=self.env, preload=True)
+                              env=self.env, preload=True, trusted=self.trusted)
         if isinstance(worker, WorkerOutcome):
             shutil.rmtree(scratch, ignore_errors=True)
             return None

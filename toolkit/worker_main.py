@@ -39,7 +39,8 @@ from .sandbox import restrict_filesystem
 EXIT_ERROR, EXIT_INFRA, EXIT_SYSTEM_EXIT, EXIT_OOM = 3, 4, 5, 6
 TRACEBACK_CHARS = 3000
 RLIMITS = {"AS": resource.RLIMIT_AS, "DATA": resource.RLIMIT_DATA, "CPU": resource.RLIMIT_CPU,
-           "NPROC": resource.RLIMIT_NPROC, "CORE": resource.RLIMIT_CORE}
+           "NPROC": resource.RLIMIT_NPROC, "CORE": resource.RLIMIT_CORE,
+           "FSIZE": resource.RLIMIT_FSIZE}
 
 
 class Channel:

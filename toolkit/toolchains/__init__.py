@@ -76,7 +76,15 @@ class BuildResult(_Frozen):
 
 
 class Toolchain(Protocol):
+    """One kernel language: how it builds (here, trusted) and how a runner loads what it built."""
+
     language: str
+    loader: Literal["python_module", "shared_library"]
+    """How a runner calls the built artifact (toolkit/runner/loading.py)."""
+    runs_on_cpu: bool
+    """Its kernels run on the cpu backend (Triton's interpreter); others compile there but need a GPU."""
+    traced_build: bool
+    """The compile tool must run the candidate to see its kernels (Triton: kernels are made at launch)."""
 
     def build(self, source_dir: Path, candidate: str, target: BuildTarget, out_dir: Path) -> BuildResult: ...
 

@@ -279,6 +279,9 @@ class CudaToolchain:
     """CUDA C++ through nvcc; the candidate may #include other files of its source dir."""
 
     language = "cuda"
+    loader = "shared_library"
+    runs_on_cpu = False
+    traced_build = False
 
     def __init__(self, *, cache_dir: Path | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
         self.cache_dir = cache_dir

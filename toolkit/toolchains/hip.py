@@ -71,6 +71,9 @@ def parse_amdgpu_remarks(log: str) -> list[KernelResources]:
 
 class HipToolchain:
     language = "hip"
+    loader = "shared_library"
+    runs_on_cpu = False
+    traced_build = False
 
     def __init__(self, *, cache_dir: Path | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
         self.cache_dir = cache_dir

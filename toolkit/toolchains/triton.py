@@ -45,6 +45,9 @@ class TritonToolchain:
     """Parent side: a syntax check without importing; the worker does import + trace + compile."""
 
     language = "triton"
+    loader = "python_module"
+    runs_on_cpu = True
+    traced_build = True
 
     def build(self, source_dir: Path, candidate: str, target: BuildTarget, out_dir: Path) -> BuildResult:
         start = time.perf_counter()

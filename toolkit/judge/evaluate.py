@@ -1,0 +1,619 @@
+"""The judge's evaluation: every check, oracle and clock, with the candidate in a runner of its own.
+
+    judge job "evaluate" (EvalJob)                              runners (toolkit/runner/, sandboxed)
+      start the candidate's runner and the baseline's            import torch, restrict themselves
+      load the reference (trusted task code, never shown to a runner)
+      1. checks, per config and seed:
+           make inputs -> arena -> candidate runs twice ------>  call, call
+           inputs unchanged? outputs vs the reference; float64 oracle; the two runs agree bit for bit
+      2. what ran (integrity `full`, or the profile tool): ---->  profile: kernels of a call (a claim)
+           own kernels' share of the time, forbidden ops
+      3. timing: batches of gated calls, candidate and baseline alternating, each in its own runner;
+           fresh inputs every call; sampled calls re-checked; the runner's times bounded by the judge's
+
+Nothing a runner says is taken as it is: replies are parsed and matched (link.py), outputs are read from
+memory the judge owns a copy of, and times are bounded by the judge's own events or clock.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import statistics
+import time
+import types
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .. import oracles
+from ..checking import compare, describe, poison_
+from ..integrity import LIBRARY_KERNEL, finding
+from ..protocol import (
+    Bind,
+    CallSignature,
+    CompileJob,
+    Done,
+    EvalJob,
+    Load,
+    ParamType,
+    Profile,
+    Profiled,
+    Trace,
+    Traced,
+)
+from ..results import ConfigResult, DeviceInfo, IntegrityFinding, KernelTime, SeedCheck, TimingStats
+from ..shared_memory import Arena, reset_persisting_l2
+from ..task import Config, Task, load_task, resolve_dtype, task_metrics
+from ..timing import CAREFUL, QUICK, TimingOptions, _done, summarize
+from .cases import Case, Fresh, Layout, params_of
+from .link import CandidateFailed, ProtocolViolation, RunnerEnded, RunnerLink, runner_limits
+from .timing import Subject, handshake_overhead_us, run_batch
+
+BOUND_RELATIVE, BOUND_GPU_US, BOUND_CPU_US = 0.15, 3.0, 500.0
+"""A reported median under the judge's own (net) median by more than 15% and this many microseconds is
+flagged: the handshake's own cost varies by about 2 us on an H200 (benchmarks/cross_process_timing.py)."""
+LIBRARY_SHARE = 0.10
+"""Default share of a call's device time that library kernels (aten, cuBLAS, cuDNN, ...) may take."""
+BOOKKEEPING_OPS = {
+    "aten::empty", "aten::empty_like", "aten::empty_strided", "aten::zeros", "aten::zeros_like", "aten::ones",
+    "aten::full", "aten::fill_", "aten::zero_", "aten::copy_", "aten::_to_copy", "aten::to", "aten::detach",
+    "aten::view", "aten::reshape", "aten::as_strided", "aten::contiguous", "aten::clone", "aten::resize_",
+    "aten::alias", "aten::lift_fresh", "aten::_reshape_alias", "aten::unsqueeze", "aten::squeeze",
+    "aten::expand", "aten::t", "aten::transpose", "aten::permute", "aten::select", "aten::slice",
+    "aten::narrow", "aten::item", "aten::_local_scalar_dense", "aten::flatten", "aten::unbind", "aten::split",
+    "aten::chunk", "aten::new_empty", "aten::numpy_T", "aten::result_type", "aten::is_nonzero",
+    "aten::view_as", "aten::expand_as", "aten::unflatten", "aten::_unsafe_view", "aten::set_",
+}
+"""Host ops that move or shape memory without computing; every other aten op is PyTorch doing the work."""
+
+
+class InfraError(Exception):
+    """Our side failed (the baseline's runner, the reference): never the candidate's fault."""
+
+
+def device_info(device: torch.device) -> DeviceInfo:
+    import triton
+
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        major, minor = torch.cuda.get_device_capability(device)
+        return DeviceInfo(backend="cuda", name=props.name, arch=f"sm_{major}{minor}",
+                          sm_count=props.multi_processor_count, l2_bytes=int(props.L2_cache_size),
+                          torch=torch.__version__, triton=triton.__version__, cuda=torch.version.cuda)
+    return DeviceInfo(backend="cpu", name="cpu (Triton interpreter)", torch=torch.__version__,
+                      triton=triton.__version__)
+
+
+def import_reference(task: Task) -> types.ModuleType:
+    from ..runner.loading import import_file  # a plain importer; the reference is trusted task code
+
+    return import_file(task.file("reference.py"), "crucible_reference")
+
+
+def signature_of(task: Task) -> CallSignature:
+    sig = task.spec.signature
+    return CallSignature(inputs=[t.name for t in sig.inputs], outputs=[o.name for o in sig.outputs],
+                         params=[ParamType(name=p.name, type=p.type) for p in sig.params])
+
+
+def reference_outputs(ref: types.ModuleType, inputs: list[torch.Tensor], params: dict) -> list[torch.Tensor]:
+    with torch.no_grad():
+        out = ref.reference(*[t.clone() for t in inputs], **params)
+    return [r.detach() for r in (out if isinstance(out, tuple | list) else (out,))]
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().contiguous().reshape(-1).view(torch.uint8) if t.dtype != torch.bool else t.detach().clone()
+
+
+class Laps:
+    """Seconds per phase: `lap(phase)` adds the time since the previous lap to `phase`."""
+
+    def __init__(self) -> None:
+        self.clock = time.perf_counter()
+        self.seconds: dict[str, float] = {}
+
+    def lap(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.seconds[phase] = self.seconds.get(phase, 0.0) + now - self.clock
+        self.clock = now
+
+
+class Bench:
+    """One config's arena in one runner, with the judge's views of it."""
+
+    def __init__(self, link: RunnerLink, layout: Layout, device: torch.device) -> None:
+        self.link, self.layout = link, layout
+        self.arena = Arena.create(layout.nbytes, device)
+        link.ask(Bind(nbytes=self.arena.nbytes, tensors=layout.tensors), Done, fds=[self.arena.fd])
+        self.inputs, self.outputs = layout.views(self.arena)
+
+    def close(self) -> None:
+        self.inputs = self.outputs = []
+        self.arena.close()
+
+
+class Evaluation:
+    def __init__(self, job: EvalJob, progress: Callable[[dict], None]) -> None:
+        self.job, self.progress = job, progress
+        self.laps = Laps()
+        self.deadline = time.monotonic() + job.runner_timeout_s
+        self.device = torch.device("cuda", 0) if job.backend == "cuda" else torch.device("cpu")
+        self.limits = runner_limits(job.runner_timeout_s, job.memory_mb, job.max_processes)
+        self.gpu = os.environ.get("CUDA_VISIBLE_DEVICES") if job.backend == "cuda" else None
+        self.results: dict[str, ConfigResult] = {}
+        self.kernels: dict[str, list[dict]] = {}
+        self.ended: RunnerEnded | None = None
+        self.lost: str | None = None  # the config whose CUDA error left the candidate's context unusable
+        self.links: list[RunnerLink] = []
+        # The runners import torch while the judge loads the task and the reference.
+        self.candidate = self._start("candidate", [job.snapshot_root, job.candidate.path])
+        self.baseline = None
+        if job.timing != "none" and job.baseline is not None:
+            extra = [job.baseline.path] + ([job.compiled_baseline.path] if job.compiled_baseline else [])
+            self.baseline = self._start("baseline", extra)
+        self.task = load_task(Path(job.task_root))
+        self.ref = import_reference(self.task)
+        self.info = device_info(self.device)
+        self.rng = random.SystemRandom()
+
+    def _start(self, role: str, readable: list[str]) -> RunnerLink:
+        link = RunnerLink.start(role, backend=self.job.backend, gpu=self.gpu, limits=self.limits,  # type: ignore[arg-type]
+                                readable=readable, deadline=self.deadline)
+        self.links.append(link)
+        return link
+
+    # ------------------------------------------------------------------ the job
+
+    def run(self) -> dict[str, Any]:
+        try:
+            return self._run()
+        finally:
+            for link in self.links:
+                link.close()
+
+    def _run(self) -> dict[str, Any]:
+        sig = signature_of(self.task)
+        try:
+            self.candidate.ask(Load(name="candidate", kernel=self.job.candidate, signature=sig), Done)
+        except CandidateFailed as exc:
+            return {**self._base(), "load_error": exc.error}
+        except RunnerEnded as exc:
+            return {**self._base(), "ended": {"status": exc.status, "message": exc.message}}
+        except ProtocolViolation as exc:
+            return {**self._base(), "load_error": f"the candidate broke the runner protocol: {exc}",
+                    "protocol": str(exc)}
+        self.laps.lap("load_s")
+        configs = [self.task.config(n) for n in self.job.configs]
+        opts = self._timing_options()
+        self.steps = len(configs) * (2 if opts else 1)
+        try:
+            for n, config in enumerate(configs):
+                self.progress({"stage": "config", "config": config.name, "done": n, "total": self.steps})
+                self.check(config)
+                if self.ended or self.lost:
+                    break
+            passing = [c for c in configs if self._passing(c)]
+            if passing and opts and (self.job.integrity == "full" or self.job.profile_reps):
+                self.progress({"stage": "integrity", "done": len(configs), "total": self.steps})
+                for config in passing:
+                    self.what_ran(config)
+                    if self.ended or self.lost:
+                        break
+                self.laps.lap("integrity_s")
+            if opts:
+                self._load_baselines(sig)
+                for n, config in enumerate(c for c in configs if self._passing(c)):
+                    self.progress({"stage": "timing", "config": config.name, "done": len(configs) + n,
+                                   "total": self.steps})
+                    self.time(config, opts)
+                    if self.ended or self.lost:
+                        break
+        except RunnerEnded as exc:
+            self.ended = exc
+        if self.lost:
+            for name, result in self.results.items():
+                if result.status == "pass" and result.candidate is None and opts:
+                    self.results[name] = result.model_copy(update={
+                        "message": f"not timed: a CUDA error on config {self.lost} lost the GPU context"})
+        self.progress({"stage": "done", "done": self.steps, "total": self.steps})
+        out = {**self._base(), "configs": [r.model_dump() for r in self.results.values()],
+               "kernels": {k: v for k, v in self.kernels.items() if self._passing(self.task.config(k))}}
+        if self.ended:
+            out["ended"] = {"status": self.ended.status, "message": self.ended.message}
+        return out
+
+    def _base(self) -> dict[str, Any]:
+        isolation: dict[str, str] = {}
+        for link in self.links:
+            isolation.update({f"{link.role}_{k.removeprefix('runner_')}": v for k, v in link.isolation.items()})
+        return {"device": self.info.model_dump(), "phases": {k: round(v, 4) for k, v in self.laps.seconds.items()},
+                "isolation": isolation, "output_tail": self.candidate.output()}
+
+    def _passing(self, config: Config) -> bool:
+        r = self.results.get(config.name)
+        return r is not None and r.status == "pass"
+
+    def _timing_options(self) -> TimingOptions | None:
+        opts = {"quick": QUICK, "careful": CAREFUL}.get(self.job.timing)
+        if opts is not None and self.job.timing_options:
+            opts = opts.model_copy(update=self.job.timing_options)
+        return opts
+
+    def _load_baselines(self, sig: CallSignature) -> None:
+        if self.baseline is None:
+            return
+        try:
+            self.baseline.ask(Load(name="baseline", kernel=self.job.baseline, signature=sig), Done)  # type: ignore[arg-type]
+            if self.job.compiled_baseline:
+                self.baseline.ask(Load(name="compiled", kernel=self.job.compiled_baseline, signature=sig), Done)
+        except (CandidateFailed, RunnerEnded, ProtocolViolation) as exc:
+            raise InfraError(f"the task's baseline could not be loaded: {exc}") from None
+
+    def _fail(self, config: Config, exc: Exception, what: str = "") -> None:
+        """The candidate failed on `config`: its own error, or a broken protocol (a caught finding)."""
+        result = self.results[config.name]
+        if isinstance(exc, ProtocolViolation):
+            f = finding("protocol", config.name, str(exc))
+            self.results[config.name] = result.model_copy(update={
+                "status": "error", "message": what + str(exc), "integrity": [*result.integrity, f]})
+            self.ended = RunnerEnded("error", f"the candidate broke the runner protocol: {exc}")
+            return
+        assert isinstance(exc, CandidateFailed)
+        self.results[config.name] = result.model_copy(update={"status": "error", "message": what + exc.error})
+        if exc.cuda_error and self.device.type == "cuda":
+            self.lost = self.lost or config.name
+
+    # ------------------------------------------------------------------ 1. checks
+
+    def check(self, config: Config) -> None:
+        task, job = self.task, self.job
+        flops, nbytes = task_metrics(task.spec, config)
+        self.results[config.name] = ConfigResult(config=config.name, status="pass", flops=flops, bytes=nbytes)
+        names = [o.name for o in task.spec.signature.outputs]
+        seeds: list[SeedCheck] = []
+        findings: list[IntegrityFinding] = []
+        bench = None
+        try:
+            for seed in job.seeds:
+                case = Case(task, self.ref, config, seed, self.device)
+                if bench is None:
+                    bench = Bench(self.candidate, Layout(task, config, case.inputs), self.device)
+                runs, problems = [], set()
+                for _ in range(2):
+                    outs, mutated = self._checked_call(bench, case.inputs, case.params)
+                    runs.append(outs)
+                    problems |= {("input_mutation", f"the candidate modified input {n!r}; inputs are read-only")
+                                 for n in mutated}
+                refs = reference_outputs(self.ref, case.inputs, case.params)
+                self.laps.lap("check_s")
+                checks = []
+                for spec, first, second, r in zip(task.spec.signature.outputs, runs[0], runs[1], refs, strict=True):
+                    tol = task.spec.tolerance.for_dtype(resolve_dtype(spec.dtype, config))
+                    c_first, c_second = (compare(spec.name, o, r, tol.atol, tol.rtol) for o in (first, second))
+                    checks.append(c_second if c_first.ok else c_first)
+                texts = sorted(text for _, text in problems)
+                ok = all(c.ok for c in checks) and not texts
+                seeds.append(SeedCheck(seed=seed, ok=ok, outputs=checks, problems=texts))
+                findings += [finding(d, config.name, text) for d, text in sorted(problems)]
+                if ok and job.integrity != "off":
+                    findings += self._oracles(case.inputs, case.params, runs, refs, names, config.name)
+                self.laps.lap("oracle_s")
+        except (CandidateFailed, ProtocolViolation) as exc:
+            self._fail(config, exc)
+            return
+        except RunnerEnded as exc:
+            self.results[config.name] = self.results[config.name].model_copy(update={
+                "status": "error", "message": exc.message})
+            self.ended = exc
+            return
+        finally:
+            if bench is not None:
+                bench.close()
+            self.laps.lap("check_s")
+        worst = [o for s in seeds for o in s.outputs]
+        update: dict[str, Any] = {"seeds": seeds, "integrity": _unique(findings),
+                                  "max_abs_err": max(o.max_abs_err for o in worst),
+                                  "max_rel_err": max(o.max_rel_err for o in worst)}
+        bad = [s for s in seeds if not s.ok]
+        if bad:
+            s = bad[0]
+            update.update(status="fail", message=f"seed {s.seed}: " + "; ".join(
+                s.problems + [describe(o) for o in s.outputs if not o.ok]))
+        self.results[config.name] = self.results[config.name].model_copy(update=update)
+
+    def _checked_call(self, bench: Bench, inputs: list[torch.Tensor], params: dict) -> tuple[list[torch.Tensor], list[str]]:
+        from ..protocol import Call, Called
+
+        for dst, src in zip(bench.inputs, inputs, strict=True):
+            dst.copy_(src)
+        for t in bench.outputs:
+            poison_(t)
+        self._sync()
+        self.seq = getattr(self, "seq", 0) + 1
+        reply = bench.link.ask(Call(kernel="candidate", seq=self.seq, params=params), Called)
+        if reply.seq != self.seq:
+            raise ProtocolViolation(f"the candidate answered call {reply.seq} when asked for call {self.seq}")
+        self._sync()
+        mutated = [spec.name for spec, shared, own in zip(self.task.spec.signature.inputs, bench.inputs, inputs,
+                                                           strict=True) if not torch.equal(_bits(shared), _bits(own))]
+        return [o.clone() for o in bench.outputs], mutated
+
+    def _oracles(self, inputs: list[torch.Tensor], params: dict, runs: list[list[torch.Tensor]],
+                 refs: list[torch.Tensor], names: list[str], config: str) -> list[IntegrityFinding]:
+        found = oracles.nondeterminism_findings(runs[0], runs[1], names, config)
+        return found + self._precision(inputs, params, runs[1], refs, names, config)
+
+    def _precision(self, inputs: list[torch.Tensor], params: dict, outputs: list[torch.Tensor],
+                   refs: list[torch.Tensor], names: list[str], config: str) -> list[IntegrityFinding]:
+        if not self.task.spec.oracle.float64:
+            return []
+        try:
+            refs64 = oracles.float64_reference(self.ref.reference, inputs, params, names)
+        except oracles.OracleError as exc:
+            raise InfraError(f"the task's float64 oracle failed: {exc}") from None
+        return oracles.precision_findings(outputs, refs, refs64, names, config)
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+
+    # ------------------------------------------------------------------ 2. what ran
+
+    def what_ran(self, config: Config) -> None:
+        case = Case(self.task, self.ref, config, 0, self.device)
+        bench = Bench(self.candidate, Layout(self.task, config, case.inputs), self.device)
+        try:
+            for dst, src in zip(bench.inputs, case.inputs, strict=True):
+                dst.copy_(src)
+            self._sync()
+            reps = max(self.job.profile_reps, 3 if self.device.type == "cuda" else 1)
+            prof = self.candidate.ask(Profile(kernel="candidate", reps=reps, params=case.params), Profiled)
+        except (CandidateFailed, ProtocolViolation) as exc:
+            self._fail(config, exc, "profiled call failed: ")
+            return
+        except RunnerEnded as exc:
+            self.ended = exc
+            return
+        finally:
+            bench.close()
+        if self.job.profile_reps:
+            self.kernels[config.name] = kernel_breakdown(prof)
+        if self.job.integrity == "full":
+            result = self.results[config.name]
+            seen = self._what_ran_findings(prof, config)
+            self.results[config.name] = result.model_copy(update={"integrity": [*result.integrity, *seen]})
+
+    def _what_ran_findings(self, prof: Profiled, config: Config) -> list[IntegrityFinding]:
+        spec = self.task.spec
+        found = []
+        names = set(prof.ops) | {k.name for k in prof.kernels}
+        hits = sorted({op for op in names for f in spec.forbid_ops if f in op})
+        if hits:
+            found.append(finding("forbidden_op", config.name, "ran " + ", ".join(hits[:5]) + " (the task forbids "
+                                 + ", ".join(spec.forbid_ops) + ")"))
+        share_max = getattr(spec, "library_share_max", LIBRARY_SHARE)
+        if self.device.type == "cuda":
+            total = sum(k.us for k in prof.kernels)
+            library = [k for k in prof.kernels if LIBRARY_KERNEL.search(k.name)]
+            lib_us = sum(k.us for k in library)
+            if total > 0 and len(library) == len(prof.kernels):
+                found.append(finding("no_own_kernel", config.name, "every device kernel of a call belongs to "
+                                     "PyTorch or a library: " + _listing(library)))
+            elif total > 0 and lib_us / total > share_max:
+                found.append(finding("library_time", config.name, f"library kernels took {lib_us / total:.0%} "
+                                     f"of a call's {total:.1f} us of device time (at most {share_max:.0%} allowed): "
+                                     + _listing(library)))
+            return found
+        if spec.language == "triton" and not prof.interpreter_launches:
+            found.append(finding("no_own_kernel", config.name, "the call launched no Triton kernel"))
+        out_elems = self._output_elements(config)
+        compute = [k for k in prof.kernels if k.name.startswith("aten::") and k.name not in BOOKKEEPING_OPS
+                   and k.elements * 2 >= out_elems]
+        if compute:
+            found.append(finding("library_time", config.name, "PyTorch computed on the whole problem inside the "
+                                 "call: " + ", ".join(sorted({k.name for k in compute})[:5])))
+        return found
+
+    def _output_elements(self, config: Config) -> int:
+        from ..task import output_shape
+
+        return sum(math.prod(output_shape(o, config)) for o in self.task.spec.signature.outputs)
+
+    # ------------------------------------------------------------------ 3. timing
+
+    def time(self, config: Config, opts: TimingOptions) -> None:
+        task, device = self.task, self.device
+        fresh = Fresh(task, self.ref, config, device)
+        layout = Layout(task, config, fresh.bases[0])
+        params = params_of(task, config)
+        benches: list[Bench] = []
+        result = self.results[config.name]
+        try:
+            cand_bench = Bench(self.candidate, layout, device)
+            benches.append(cand_bench)
+            subjects = [Subject("candidate", self.candidate, cand_bench.arena, cand_bench.inputs,
+                                cand_bench.outputs, "candidate")]
+            trusted = subjects[0]
+            if self.baseline is not None:
+                base_bench = Bench(self.baseline, layout, device)
+                benches.append(base_bench)
+                counter = [0]
+                kernels = ["baseline"] + (["compiled"] if self.job.compiled_baseline else [])
+                subjects += [Subject(k, self.baseline, base_bench.arena, base_bench.inputs, base_bench.outputs, k,
+                                     counter) for k in kernels]
+                trusted = subjects[1]
+            flush = _flusher(device)
+            reset_persisting_l2(device)
+            checked = self.job.integrity != "off"
+            for s in subjects:  # warm-up: JIT compiles, autotuning, clocks
+                run_batch(s, fresh, params, 3, flush, self.rng, checked=False)
+                s.bound.reported_us.clear(), s.bound.judged_us.clear()
+            overhead = handshake_overhead_us(trusted, flush)
+            count = 8 if device.type == "cuda" else 2
+            started = time.perf_counter()
+            samples = {s.name: s.bound.reported_us for s in subjects}
+            rep = 0
+            cpu_opts = opts.model_copy(update={"min_reps": 3}) if device.type != "cuda" else opts
+            while not _done(samples, cpu_opts, started):
+                order = subjects[rep % len(subjects):] + subjects[:rep % len(subjects)]
+                for s in order:
+                    reset_persisting_l2(device)
+                    run_batch(s, fresh, params, count, flush, self.rng, checked=checked and s is subjects[0])
+                rep += 1
+            self.laps.lap("timing_s")
+            findings = list(result.integrity)
+            found = self._recheck(config, fresh, subjects[0]) if checked else []
+            self.laps.lap("recheck_s")
+        except (CandidateFailed, ProtocolViolation) as exc:
+            self._fail(config, exc, "timing failed: ")
+            return
+        except RunnerEnded as exc:
+            self.ended = exc
+            return
+        finally:
+            for b in benches:
+                b.close()
+        stats = {s.name: self._stats(s, overhead) for s in subjects}
+        cand = stats["candidate"]
+        findings += found
+        if checked and cand.judged_us is not None:
+            findings += _bound_findings(cand, config.name, device.type == "cuda")
+        update: dict[str, Any] = {"candidate": cand, "baseline": stats.get("baseline"),
+                                  "compiled": stats.get("compiled"), "integrity": _unique(findings)}
+        wrong = [f for f in found if f.defence in ("timed_recheck", "stale_results")]
+        if wrong:
+            update.update(status="fail", message=wrong[0].evidence)
+        floor = 1e-3  # a claimed time of zero must not make an infinite speedup
+        if "baseline" in stats:
+            update["speedup"] = stats["baseline"].median_us / max(cand.median_us, floor)
+        if "compiled" in stats:
+            update["speedup_vs_compiled"] = stats["compiled"].median_us / max(cand.median_us, floor)
+        if cand.median_us > 0:
+            update["achieved_tflops"] = result.flops / (cand.median_us * 1e-6) / 1e12
+            update["achieved_gbps"] = result.bytes / (cand.median_us * 1e-6) / 1e9
+        self.results[config.name] = result.model_copy(update=update)
+
+    def _stats(self, subject: Subject, overhead: float) -> TimingStats:
+        on_gpu = self.device.type == "cuda"
+        stats = summarize(subject.bound.reported_us, "gated_events" if on_gpu else "cpu_wall", comparable=on_gpu)
+        judged = statistics.median(subject.bound.judged_us) - overhead if subject.bound.judged_us else None
+        return stats.model_copy(update={"judged_us": judged, "overhead_us": overhead,
+                                        "input_sets": Fresh.SETS})
+
+    def _recheck(self, config: Config, fresh: Fresh, subject: Subject) -> list[IntegrityFinding]:
+        """The sampled timed calls against the reference on their own (fresh) inputs; the first two also
+        against the float64 oracle."""
+        names = [o.name for o in self.task.spec.signature.outputs]
+        params = params_of(self.task, config)
+        found: list[IntegrityFinding] = []
+        for i, sample in enumerate(subject.bound.samples[:16]):
+            inputs = fresh.inputs(sample.call)
+            refs = reference_outputs(self.ref, inputs, params)
+            wrong = self._first_wrong(config, sample.outputs, refs)
+            if wrong:
+                stale = sample.previous is not None and self._first_wrong(
+                    config, sample.outputs, reference_outputs(self.ref, fresh.inputs(sample.previous), params)) is None
+                found.append(finding(
+                    "stale_results" if stale else "timed_recheck", config.name,
+                    (f"a timed call answered the previous call's inputs, not its own: {wrong}. Compute from the "
+                     "inputs on every call; never keep results between calls") if stale else
+                    f"a timed call (fresh inputs, checked after the fact) computed a wrong result: {wrong}"))
+                break
+            if i < 2 and self.job.integrity != "off":
+                found += self._precision(inputs, params, sample.outputs, refs, names, config.name)
+        subject.bound.samples.clear()
+        return _unique(found)
+
+    def _first_wrong(self, config: Config, outs: list[torch.Tensor], refs: list[torch.Tensor]) -> str | None:
+        for spec, out, r in zip(self.task.spec.signature.outputs, outs, refs, strict=True):
+            tol = self.task.spec.tolerance.for_dtype(resolve_dtype(spec.dtype, config))
+            check = compare(spec.name, out, r, tol.atol, tol.rtol)
+            if not check.ok:
+                return describe(check)
+        return None
+
+
+def _flusher(device: torch.device) -> Callable[[], None]:
+    from .timing import _flusher as make
+
+    return make(device)
+
+
+def _bound_findings(stats: TimingStats, config: str, on_gpu: bool) -> list[IntegrityFinding]:
+    judged = stats.judged_us or 0.0
+    slack = BOUND_GPU_US if on_gpu else BOUND_CPU_US
+    if stats.median_us < judged * (1 - BOUND_RELATIVE) - slack:
+        return [finding("timing_bound", config, f"the runner reported {stats.median_us:.1f} us per call, but the "
+                        f"judge's own clock saw {judged:.1f} us per call (net of the handshake's "
+                        f"{stats.overhead_us:.1f} us): the reported times are not the calls' times")]
+    return []
+
+
+def _listing(kernels: list) -> str:
+    from ..tripwires import shorten
+
+    return ", ".join(shorten(k.name, 70) for k in sorted(kernels, key=lambda k: -k.us)[:4]) or "none"
+
+
+def _unique(findings: list[IntegrityFinding]) -> list[IntegrityFinding]:
+    seen, out = set(), []
+    for f in findings:
+        if (f.defence, f.evidence) not in seen:
+            seen.add((f.defence, f.evidence))
+            out.append(f)
+    return out
+
+
+def kernel_breakdown(prof: Profiled) -> list[dict]:
+    """The profile tool's table, from the runner's claims: kernels (or host ops on the CPU) of one call."""
+    rows = [KernelTime(name=k.name, calls=max(1, round(k.calls)), total_us=k.us, mean_us=k.us / max(k.calls, 1e-9),
+                       share=0.0) for k in prof.kernels if k.us > 0]
+    grand = sum(r.total_us for r in rows) or 1.0
+    return [r.model_copy(update={"share": r.total_us / grand}).model_dump() for r in rows[:30]]
+
+
+def run_evaluation(payload: dict, progress: Callable[[dict], None]) -> dict:
+    """Judge job "evaluate" (payload: an EvalJob)."""
+    try:
+        return Evaluation(EvalJob.model_validate(payload), progress).run()
+    except InfraError as exc:
+        return {"infra": str(exc)}
+
+
+def run_compile(payload: dict, progress: Callable[[dict], None]) -> dict:
+    """Judge job "compile" (payload: a CompileJob): trace a Triton candidate's launches on one small call
+    in a runner and compile each for the target. Returns {"kernels", "diagnostics", "log"}."""
+    job = CompileJob.model_validate(payload)
+    device = torch.device("cuda", 0) if job.backend == "cuda" else torch.device("cpu")
+    deadline = time.monotonic() + job.runner_timeout_s
+    link = RunnerLink.start("candidate", backend=job.backend, gpu=os.environ.get("CUDA_VISIBLE_DEVICES"),
+                            limits=runner_limits(job.runner_timeout_s, job.memory_mb, job.max_processes),
+                            readable=[job.snapshot_root, job.candidate.path], deadline=deadline)
+    task = load_task(Path(job.task_root))
+    ref = import_reference(task)
+    config = task.config(job.config)
+    case = Case(task, ref, config, 0, device)
+    try:
+        link.ask(Load(name="candidate", kernel=job.candidate, signature=signature_of(task)), Done)
+        bench = Bench(link, Layout(task, config, case.inputs), device)
+        for dst, src in zip(bench.inputs, case.inputs, strict=True):
+            dst.copy_(src)
+        progress({"stage": "trace"})
+        traced = link.ask(Trace(kernel="candidate", arch=job.arch, params=case.params), Traced)
+        bench.close()
+        return {"kernels": traced.kernels, "diagnostics": traced.diagnostics, "log": traced.log}
+    except CandidateFailed as exc:
+        return {"kernels": [], "log": exc.error, "diagnostics": [
+            {"file": Path(job.candidate.path).name, "line": None, "column": None, "severity": "error",
+             "message": exc.error.strip().splitlines()[-1][:2000] if exc.error.strip() else "the candidate failed"}]}
+    except (RunnerEnded, ProtocolViolation) as exc:
+        return {"kernels": [], "log": link.output(), "diagnostics": [
+            {"file": Path(job.candidate.path).name, "line": None, "column": None, "severity": "error",
+             "message": f"tracing the kernels failed: {exc}"}]}
+    finally:
+        link.close()

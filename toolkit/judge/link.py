@@ -1,0 +1,232 @@
+"""The judge's end of one runner: start it sandboxed, ask it things, believe nothing it says unchecked.
+
+    RunnerLink.start(...)            socketpair; launch prefix (cgroup, namespaces, no capabilities) +
+                                     python -m crucible.toolkit.runner.main FD; `hello` makes the runner
+                                     restrict itself (rlimits, filesystem allow-list) before any load
+    link.ask(request, Expected)      one reply, parsed (toolkit/protocol.py) and matched to the question:
+        Expected        -> returned
+        Failed          -> CandidateFailed (the candidate raised: its own text)
+        anything else   -> ProtocolViolation (a reply nobody asked for: the candidate's failure)
+        EOF / deadline  -> RunnerEnded (crash, exit, timeout, oom: from the process's end)
+    link.close()                     kill the group and the cgroup, remove the scratch
+
+The runner stays in the judge's process group, in a pid namespace where one exists: killing the judge's
+group (the engine does on timeout) takes every runner and whatever they started with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import ValidationError
+
+from ..protocol import MAX_MESSAGE_BYTES, REPLY, Done, Failed, Hello, Ready, Stop
+from ..sandbox import RunCgroup, launch_prefix, probe, runner_readable
+from ..worker import SIGNAL_HINTS, TAIL_CHARS, WorkerLimits, _child_env, _pump, _signal_name, _Tail
+
+R = TypeVar("R")
+FILE_LIMIT_BYTES = 1 << 30
+"""RLIMIT_FSIZE of a runner: no file it writes grows past this."""
+
+
+class RunnerEnded(Exception):
+    """The runner process is gone (or was killed at its deadline); `status` says how, for the Evaluation."""
+
+    def __init__(self, status: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+class CandidateFailed(Exception):
+    def __init__(self, error: str, cuda_error: bool) -> None:
+        super().__init__(error)
+        self.error, self.cuda_error = error, cuda_error
+
+
+class ProtocolViolation(Exception):
+    """A reply that does not answer the question asked: forged, malformed, oversized or out of order."""
+
+
+class RunnerLink:
+    def __init__(self, role: str, proc: subprocess.Popen, sock: socket.socket, scratch: Path,
+                 cgroup: RunCgroup | None, deadline: float, limits: WorkerLimits) -> None:
+        self.role, self.proc, self.sock, self.scratch, self.cgroup = role, proc, sock, scratch, cgroup
+        self.deadline, self.limits = deadline, limits
+        self.isolation: dict[str, str] = {}
+        self.tail = _Tail()
+        self.stop_pump = threading.Event()
+        assert proc.stdout is not None
+        self.pump = threading.Thread(target=_pump, args=(proc.stdout.fileno(), self.tail.feed, self.stop_pump),
+                                     daemon=True)
+        self.pump.start()
+        self.closed = False
+        self.pending_ready = False
+
+    # ------------------------------------------------------------------ start
+
+    @classmethod
+    def start(cls, role: str, *, backend: str, gpu: int | None, limits: WorkerLimits, readable: list[str],
+              deadline: float) -> RunnerLink:
+        """Launch a runner; `readable`: its snapshot and the files of its kernel, nothing of the task."""
+        scratch = Path(tempfile.mkdtemp(prefix=f"crucible-{role}-")).resolve()
+        (scratch / "triton").mkdir()
+        caps = probe()
+        cgroup = RunCgroup.create(caps, memory_mb=None if backend == "cpu" else limits.memory_mb,
+                                  max_processes=limits.max_processes)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        env = _child_env(backend, gpu, scratch, {"TRITON_CACHE_DIR": str(scratch / "triton")})  # private
+        command = [*launch_prefix(limits, caps, cgroup), sys.executable, "-P", "-s", "-X", "faulthandler",
+                   "-m", "crucible.toolkit.runner.main", str(theirs.fileno())]
+        try:
+            proc = subprocess.Popen(command, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=scratch, env=env)
+        except OSError as exc:
+            shutil.rmtree(scratch, ignore_errors=True)
+            if cgroup:
+                cgroup.remove()
+            raise RunnerEnded("infra", f"the {role} runner could not be started: {exc}") from None
+        finally:
+            theirs.close()
+        link = cls(role, proc, ours, scratch, cgroup, deadline, limits)
+        cpu_s = limits.cpu_s or int(2 * limits.timeout_s)
+        rlimits: dict[str, int | list[int]] = {"CPU": [cpu_s, cpu_s + 5], "CORE": 0,
+                                               "FSIZE": FILE_LIMIT_BYTES}
+        if backend == "cpu":
+            rlimits["AS"] = limits.memory_mb << 20
+        elif not (cgroup and cgroup.memory_dir):
+            rlimits["DATA"] = limits.memory_mb << 20
+        hello = Hello(device="cuda" if backend == "cuda" else "cpu",
+                      readable=runner_readable([*readable, str(scratch)]), writable=[str(scratch)],
+                      rlimits=rlimits)
+        link.send(hello)  # the runner imports while the judge goes on; the first ask() reads its Ready
+        link.pending_ready = True
+        return link
+
+    # ------------------------------------------------------------------ asking
+
+    def send(self, request: Any, fds: list[int] | None = None) -> None:
+        data = request.model_dump_json().encode()
+        try:
+            if fds:
+                socket.send_fds(self.sock, [data], fds)
+            else:
+                self.sock.sendall(data)
+        except OSError:
+            raise self.ended() from None
+
+    def receive(self, expected: type[R]) -> R:
+        """The next reply, which must be `expected` (or Failed)."""
+        while True:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                self.kill()
+                raise RunnerEnded("timeout", f"the {self.role} ran past its {self.limits.timeout_s:g} s limit "
+                                  "and was killed with every process it started; make it faster or look for a "
+                                  "hang")
+            ready, _, _ = select.select([self.sock], [], [], min(left, 0.5))
+            if ready:
+                break
+        try:
+            data = self.sock.recv(MAX_MESSAGE_BYTES + 1, socket.MSG_TRUNC)
+        except OSError:
+            data = b""
+        if not data:
+            raise self.ended()
+        if len(data) > MAX_MESSAGE_BYTES:
+            self.kill()
+            raise ProtocolViolation(f"the {self.role} sent a message of over {MAX_MESSAGE_BYTES} bytes")
+        try:
+            reply = REPLY.validate_python(json.loads(data))
+        except (ValueError, ValidationError) as exc:
+            self.kill()
+            raise ProtocolViolation(f"the {self.role} sent a malformed message: {str(exc)[:300]}") from None
+        if isinstance(reply, Failed):
+            raise CandidateFailed(reply.error, reply.cuda_error)
+        if not isinstance(reply, expected):
+            self.kill()
+            raise ProtocolViolation(f"the {self.role} answered {type(reply).__name__} where "
+                                    f"{expected.__name__} was asked for")
+        return reply
+
+    def ask(self, request: Any, expected: type[R], fds: list[int] | None = None) -> R:
+        self.ready()
+        self.send(request, fds)
+        return self.receive(expected)
+
+    def ready(self) -> None:
+        if self.pending_ready:
+            self.pending_ready = False
+            ready = self.receive(Ready)
+            self.isolation = {"runner_" + k: v for k, v in ready.isolation.items()}
+
+    # ------------------------------------------------------------------ ending
+
+    def ended(self) -> RunnerEnded:
+        """Why the runner's end of the socket closed: wait for the process and read its status."""
+        try:
+            code = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            code = self.proc.wait()
+        oom = self.cgroup.oom_killed() if self.cgroup else False
+        self.kill()
+        if oom:
+            return RunnerEnded("oom", f"the {self.role} was killed for exceeding its {self.limits.memory_mb} MiB "
+                               "memory limit; use less host memory")
+        if code < 0:
+            sig = -code
+            if sig == signal.SIGXCPU:
+                return RunnerEnded("timeout", f"the {self.role} used more than its CPU time and was killed; "
+                                   "look for a busy loop")
+            hint = SIGNAL_HINTS.get(sig, "a fatal signal")
+            return RunnerEnded("crash", f"the {self.role} crashed with {_signal_name(sig)}: {hint}; check the "
+                               "kernel's memory accesses (the output below may hold a traceback)")
+        return RunnerEnded("exit", f"the {self.role} process ended (exit code {code}) in the middle of the "
+                           "evaluation: the candidate ended it early (sys.exit, os._exit or similar); exiting "
+                           "early is a failure")
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.kill()
+        if self.cgroup:
+            self.cgroup.kill_all()
+
+    def output(self) -> str:
+        return self.tail.text()[-TAIL_CHARS:]
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self.proc.poll() is None:
+            with contextlib.suppress(RunnerEnded, ProtocolViolation, CandidateFailed, OSError):
+                self.deadline = min(self.deadline, time.monotonic() + 2)
+                self.ask(Stop(), Done)
+        self.kill()
+        self.proc.wait()
+        self.pump.join(2)
+        self.stop_pump.set()
+        with contextlib.suppress(OSError):
+            self.sock.close()
+        if self.proc.stdout:
+            self.proc.stdout.close()
+        if self.cgroup:
+            self.cgroup.remove()
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def runner_limits(timeout_s: float, memory_mb: int, max_processes: int) -> WorkerLimits:
+    return WorkerLimits(timeout_s=timeout_s, memory_mb=memory_mb, max_processes=max_processes)
+

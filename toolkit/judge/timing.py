@@ -1,0 +1,174 @@
+"""Timed calls driven by the judge: fresh inputs every call, each call timed on its own from outside.
+
+On a GPU, per call, the judge's stream and the runner's stream interleave through the arena's handshake
+words (toolkit/shared_memory.py); both processes queue a whole batch ahead:
+
+    judge stream:   refill inputs (fresh contents) -> poison outputs -> flush L2 -> event A -> go = k
+                    -> wait done >= k -> event B -> [sampled: copy the outputs aside]
+    runner stream:  wait go >= k -> event a -> the call -> event b -> done = k
+
+    reported  = b - a          the runner's claim (no launch gaps: everything was queued while gated)
+    judged    = B - A - the same chain with an empty call, through a runner the candidate does not control
+
+Every timed call sees contents it has never seen, and sampled calls (chosen by the judge after the fact)
+are checked against the reference, so a cache keyed on contents or on the poison pattern gains nothing,
+and work deferred past the call's end is either inside B or missing from the copied outputs.
+
+On the CPU each call is a request: the judge refills, asks, and times the round trip with its own clock.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from ..checking import poison_
+from ..protocol import Call, Called, TimeBatch, Timed
+from ..shared_memory import DONE_WORD, GO_WORD, Arena, wait_value, write_value
+from .cases import Fresh, FreshCall
+from .link import ProtocolViolation, RunnerLink
+
+SAMPLE_EVERY = 6
+"""About one timed call in this many has its outputs checked (at least one per batch)."""
+UNBLOCK = 0xFFFFFFFF
+
+
+@dataclass
+class Sample:
+    """A timed call whose outputs the judge kept to check."""
+
+    call: FreshCall
+    outputs: list[torch.Tensor]
+    previous: FreshCall | None
+    """The call before it: outputs that answer its inputs are stale."""
+
+
+@dataclass
+class Bound:
+    """One subject's timed calls: the runner's claims and the judge's own measure of the same calls."""
+
+    reported_us: list[float] = field(default_factory=list)
+    judged_us: list[float] = field(default_factory=list)
+    samples: list[Sample] = field(default_factory=list)
+
+
+class Subject:
+    """One kernel in one runner, with its arena and the views of it the judge fills and reads."""
+
+    def __init__(self, name: str, link: RunnerLink, arena: Arena, inputs: list[torch.Tensor],
+                 outputs: list[torch.Tensor], kernel: str | None, counter: list[int] | None = None):
+        self.name, self.link, self.arena, self.kernel = name, link, arena, kernel
+        self.inputs, self.outputs = inputs, outputs
+        self.counter = counter if counter is not None else [0]
+        """The last sequence number used on this arena (kernels sharing a runner share it)."""
+        self.bound = Bound()
+
+    @property
+    def seq(self) -> int:
+        return self.counter[0]
+
+    @seq.setter
+    def seq(self, value: int) -> None:
+        self.counter[0] = value
+
+
+def _flusher(device: torch.device) -> Callable[[], None]:
+    if device.type != "cuda":
+        return lambda: None
+    size = max(2 * int(torch.cuda.get_device_properties(device).L2_cache_size), 1 << 20)
+    buf = torch.ones(size // 4, dtype=torch.int32, device=device)
+    out = torch.empty((), dtype=torch.int64, device=device)
+    return lambda: torch.sum(buf, dim=0, out=out)
+
+
+def _fill(subject: Subject, fresh: Fresh, call: FreshCall) -> None:
+    for dst, src in zip(subject.inputs, fresh.inputs(call), strict=True):
+        dst.copy_(src)
+    for t in subject.outputs:
+        poison_(t)
+
+
+def gpu_batch(subject: Subject, fresh: Fresh | None, params: dict, count: int, flush: Callable[[], None],
+              sample: set[int]) -> None:
+    """Queue `count` gated calls on both sides, collect both measures; on any failure release the judge's
+    stream (it may be waiting on a done word that will never come) before raising."""
+    stream = torch.cuda.current_stream()
+    go, done = subject.arena.word_address(GO_WORD), subject.arena.word_address(DONE_WORD)
+    first = subject.seq + 1
+    subject.link.ready()
+    subject.link.send(TimeBatch(kernel=subject.kernel, first_seq=first, count=count, params=params))
+    events, kept, calls = [], [], []
+    previous = None
+    try:
+        for k in range(count):
+            call = fresh.draw() if fresh else None
+            if fresh and call:
+                _fill(subject, fresh, call)
+            flush()
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record(stream)
+            write_value(stream, go, first + k)
+            wait_value(stream, done, first + k)
+            b.record(stream)
+            events.append((a, b))
+            if call and k in sample:
+                kept.append(Sample(call, [o.clone() for o in subject.outputs], previous))
+            previous = call
+            calls.append(call)
+        reply = subject.link.receive(Timed)
+    except BaseException:
+        side = torch.cuda.Stream()
+        write_value(side, done, UNBLOCK)
+        torch.cuda.synchronize()
+        raise
+    subject.seq = first + count - 1
+    if reply.first_seq != first or len(reply.us) != count:
+        raise ProtocolViolation(f"the {subject.link.role} answered a batch of {count} calls from {first} with "
+                                f"{len(reply.us)} times from {reply.first_seq}")
+    torch.cuda.synchronize()
+    subject.bound.reported_us += reply.us
+    subject.bound.judged_us += [a.elapsed_time(b) * 1e3 for a, b in events]
+    subject.bound.samples += kept
+
+
+def cpu_batch(subject: Subject, fresh: Fresh | None, params: dict, count: int, sample: set[int]) -> None:
+    previous = None
+    for k in range(count):
+        call = fresh.draw() if fresh else None
+        if fresh and call:
+            _fill(subject, fresh, call)
+        subject.seq += 1
+        t0 = time.perf_counter()
+        reply = subject.link.ask(Call(kernel=subject.kernel, seq=subject.seq, params=params), Called)
+        judged = (time.perf_counter() - t0) * 1e6
+        if reply.seq != subject.seq:
+            raise ProtocolViolation(f"the {subject.link.role} answered call {reply.seq} when asked for call "
+                                    f"{subject.seq}")
+        subject.bound.reported_us.append(reply.us)
+        subject.bound.judged_us.append(judged)
+        if call and k in sample:
+            subject.bound.samples.append(Sample(call, [o.clone() for o in subject.outputs], previous))
+        previous = call
+
+
+def run_batch(subject: Subject, fresh: Fresh | None, params: dict, count: int, flush: Callable[[], None],
+              rng: random.Random, checked: bool) -> None:
+    sample = set(rng.sample(range(count), max(1, count // SAMPLE_EVERY))) if checked and fresh else set()
+    if subject.arena.device.type == "cuda":
+        gpu_batch(subject, fresh, params, count, flush, sample)
+    else:
+        cpu_batch(subject, fresh, params, count, sample)
+
+
+def handshake_overhead_us(subject: Subject, flush: Callable[[], None], count: int = 24) -> float:
+    """The judged time of an empty call through a trusted runner: what the chain itself costs."""
+    empty = Subject("handshake", subject.link, subject.arena, subject.inputs, subject.outputs, None,
+                    subject.counter)
+    run_batch(empty, None, {}, count, flush, random.Random(0), checked=False)
+    xs = empty.bound.judged_us
+    return statistics.median(xs[len(xs) // 4:])  # the first calls warm the path up
