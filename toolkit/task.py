@@ -87,6 +87,23 @@ class Tolerances(Frozen):
         return Tolerance(atol=atol, rtol=rtol)
 
 
+class Oracle(Frozen):
+    """`[oracle]`: whether the reference can be the evaluation's float64 precision oracle (toolkit/oracles.py)."""
+
+    float64: bool = True
+    """The reference computes in float64 when its floating inputs are float64, and returns float64 floating
+    outputs. Set false only when it truly cannot (an op with no float64 kernel), and say why in `reason`."""
+    reason: str = ""
+    """One line: why the reference cannot run in float64 (required when `float64 = false`)."""
+
+    @model_validator(mode="after")
+    def _reason_when_disabled(self) -> Oracle:
+        if not self.float64 and not self.reason.strip():
+            raise ValueError("give a one-line `reason` why the reference cannot run in float64 (e.g. which op "
+                             "has no float64 kernel), or drop `float64 = false`")
+        return self
+
+
 class TensorSpec(Frozen):
     name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     dtype: str = "{dtype}"
@@ -183,12 +200,17 @@ class TaskSpec(Frozen):
     `crucible tasks validate` fails it ("needs an expert solution") until one is written."""
     signature: Signature
     tolerance: Tolerances = Field(default_factory=Tolerances)
+    oracle: Oracle = Field(default_factory=Oracle)
+    """Whether the reference runs in float64 for the precision oracle (by default it must)."""
     configs: list[Config] = Field(min_length=1)
     metrics: Metrics
     limits: Limits = Field(default_factory=Limits)
     seeds: int = Field(default=3, ge=1, le=16)
     forbid_ops: list[str] = Field(default_factory=list)
     """Torch ops a candidate may not call (e.g. `aten::mm`)."""
+    library_share_max: float = Field(default=0.10, ge=0, le=1)
+    """The share of a call's device time that library kernels (aten, cuBLAS, cuDNN, ...) may take: the
+    candidate's own kernels must do the work. Raise it only for a task whose stub legitimately calls one."""
     tags: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")

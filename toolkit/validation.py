@@ -4,6 +4,9 @@
       reference      worker job "validate_reference": per config, make_inputs and the reference twice on
                      the same seed (bitwise equal) and once on another; outputs finite, of the signature's
                      shape and dtype, not near-constant, not all zero
+      float64 oracle the same job, on the smallest visible config on the CPU: the reference on float64
+                     inputs returns float64 (toolkit/oracles.py), unless task.toml's `[oracle]` records
+                     why it cannot; a warning when its outputs ignore the inputs' low bits (fp32 inside)
       baseline       X2X: evaluate(baseline, configs="all", timing="none"); torch2X: the reference is it
       solution       evaluate(solution, configs="all", timing="careful" on a GPU, "none" on the CPU)
       speed          from the solution's timed evaluation: speedup and peak fraction per config, geomean
@@ -26,6 +29,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -73,8 +77,8 @@ class Model(BaseModel):
 
 class Check(Model):
     name: str
-    """reference_deterministic, reference_not_degenerate, baseline_correct, solution_correct,
-    solution_faster, launch_overhead, no_false_alarm, stub_rejected, loads."""
+    """reference_deterministic, reference_not_degenerate, float64_oracle, baseline_correct,
+    solution_correct, solution_faster, launch_overhead, no_false_alarm, stub_rejected, loads."""
     status: CheckStatus
     message: str
     figures: dict[str, Any] = Field(default_factory=dict)
@@ -121,11 +125,13 @@ class TaskValidation(Model):
 # ---------------------------------------------------------------- the reference, in a worker
 
 def run_reference_checks(payload: dict, progress: Callable[[dict], None]) -> dict:
-    """Worker job "validate_reference". Payload: task_root, configs (names), backend.
-    Returns {"configs": [{config, inputs_deterministic, outputs_deterministic, problems, outputs}]}."""
+    """Worker job "validate_reference". Payload: task_root, configs (names), backend, oracle_config (a name
+    or None). Returns {"configs": [{config, inputs_deterministic, outputs_deterministic, problems, outputs}],
+    "oracle": _float64_probe's dict or None}."""
     import torch
 
-    from .runtime import DTYPES, Case, as_tuple, import_file
+    from .judge.cases import DTYPES, Case
+    from .runner.loading import import_file
     from .task import output_shape, resolve_dtype
 
     task = load_task(Path(payload["task_root"]))
@@ -143,7 +149,8 @@ def run_reference_checks(payload: dict, progress: Callable[[dict], None]) -> dic
 
     def run(case: Case) -> list[torch.Tensor]:
         with torch.no_grad():
-            return [r.detach() for r in as_tuple(ref.reference(*[t.clone() for t in case.inputs], **case.params))]
+            out = ref.reference(*[t.clone() for t in case.inputs], **case.params)
+            return [r.detach() for r in (out if isinstance(out, tuple | list) else (out,))]
 
     rows = []
     for n, name in enumerate(payload["configs"]):
@@ -173,7 +180,25 @@ def run_reference_checks(payload: dict, progress: Callable[[dict], None]) -> dic
         del first, again, other, r1, r2, r3
         if device.type == "cuda":
             torch.cuda.empty_cache()
-    return {"configs": rows}
+    oracle = payload.get("oracle_config")
+    return {"configs": rows, "oracle": _float64_probe(task, ref, task.config(oracle)) if oracle else None}
+
+
+def _float64_probe(task: Task, ref: ModuleType, config: Config) -> dict:
+    """The float64 oracle on the config's seed-0 inputs, on the CPU, as the judge builds it:
+    {"config", "error" (the OracleError text or None), "narrowed" (outputs that ignore their inputs' low bits)}."""
+    import torch
+
+    from .judge.cases import Case
+    from .oracles import OracleError, narrowed_outputs
+
+    case = Case(task, ref, config, 0, torch.device("cpu"))
+    try:
+        narrowed = narrowed_outputs(ref.reference, case.inputs, case.params,
+                                    [o.name for o in task.spec.signature.outputs])
+    except OracleError as exc:
+        return {"config": config.name, "error": str(exc), "narrowed": []}
+    return {"config": config.name, "error": None, "narrowed": narrowed}
 
 
 def _output_stats(t: Any, atol: float, rtol: float) -> dict:
@@ -207,26 +232,30 @@ def _configs_here(task: Task, backend: Backend) -> tuple[list[str], list[str]]:
             [n for n in names if not fits_cpu(task, task.config(n))])
 
 
+REFERENCE_CHECKS = ("reference_deterministic", "reference_not_degenerate", "float64_oracle")
+
+
 def _reference_checks(task: Task, backend: Backend) -> list[Check]:
     names, skipped = _configs_here(task, backend)
     skip_note = f"; {len(skipped)} configs too large for the CPU skipped" if skipped else ""
     if not names:
         msg = "every config is too large for the CPU; run on a GPU"
-        return [Check(name=n, status="skipped", message=msg)
-                for n in ("reference_deterministic", "reference_not_degenerate")]
+        return [Check(name=n, status="skipped", message=msg) for n in REFERENCE_CHECKS]
+    smallest = min(task.configs("visible"), key=lambda c: output_elements(task, c))
     gpu = None if backend == "cpu" else 0
     # Under the device's lease like every evaluation: tasks validated side by side must not share the GPU
     # while one of them is being timed.
     with gpu_lease(backend, gpu), tempfile.TemporaryDirectory(prefix="crucible-validate-") as scratch:
-        outcome = run_job("validate_reference", {"task_root": str(task.root), "configs": names, "backend": backend},
+        outcome = run_job("validate_reference",
+                          {"task_root": str(task.root), "configs": names, "backend": backend,
+                           "oracle_config": smallest.name if fits_cpu(task, smallest) else None},
                           limits=_limits(task, None), backend=backend, gpu=gpu,
                           scratch=Path(scratch), env=_worker_env())
     if outcome.status != "ok" or outcome.result is None:
         msg = f"the reference could not run ({outcome.status}): {outcome.message}"
         if outcome.stderr_tail:
             msg += "\n" + outcome.stderr_tail[-1500:]
-        return [Check(name=n, status="fail", message=msg)
-                for n in ("reference_deterministic", "reference_not_degenerate")]
+        return [Check(name=n, status="fail", message=msg) for n in REFERENCE_CHECKS]
     rows = outcome.result["configs"]
     figures = {"configs_checked": len(rows), "configs_skipped": skipped}
 
@@ -268,7 +297,33 @@ def _reference_checks(task: Task, backend: Backend) -> list[Check]:
     else:
         deg = Check(name="reference_not_degenerate", status="pass", figures=figures,
                     message=f"outputs finite, varied and input-dependent on {len(rows)} configs{skip_note}")
-    return [det, deg]
+    return [det, deg, _oracle_check(task, outcome.result.get("oracle"))]
+
+
+def _oracle_check(task: Task, probe: dict | None) -> Check:
+    """The float64 precision oracle must work, or task.toml must record why it cannot."""
+    declared = task.spec.oracle
+    if probe is None:
+        return Check(name="float64_oracle", status="skipped",
+                     message="no visible config is small enough for the CPU; the oracle is checked on the smallest")
+    where = f"on {probe['config']} (CPU)"
+    figures = {"config": probe["config"], "float64": probe["error"] is None, "narrowed": probe["narrowed"]}
+    if probe["error"] is not None:
+        if not declared.float64:
+            return Check(name="float64_oracle", status="pass", figures=figures,
+                         message=f"no float64 oracle, as task.toml's [oracle] records: {declared.reason}")
+        return Check(name="float64_oracle", status="fail", figures=figures, message=f"{where}: {probe['error']}")
+    if not declared.float64:
+        return Check(name="float64_oracle", status="warn", figures=figures,
+                     message=f"task.toml's [oracle] says the reference cannot run in float64, but it does {where}: "
+                     "drop `float64 = false` so the precision oracle is used")
+    if probe["narrowed"]:
+        return Check(name="float64_oracle", status="warn", figures=figures,
+                     message=f"{where}: " + ", ".join(probe["narrowed"]) + " of the float64 reference do not move "
+                     "when the inputs move in their low bits: the reference rounds to fp32 or narrower inside "
+                     "(e.g. `x.float()`); compute in float64 when the inputs are float64")
+    return Check(name="float64_oracle", status="pass", figures=figures,
+                 message=f"float64 inputs give float64 outputs {where}: the precision oracle works")
 
 
 # ---------------------------------------------------------------- kernels, through evaluate

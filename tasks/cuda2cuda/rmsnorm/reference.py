@@ -14,8 +14,9 @@ def make_inputs(config: dict, gen: torch.Generator, device: torch.device) -> dic
 
 
 def reference(x: torch.Tensor, w: torch.Tensor, M: int, N: int, eps: float) -> torch.Tensor:
-    """y = x / sqrt(mean(x^2, over the row) + eps) * w, in fp32, rounded once to bf16."""
+    """y = x / sqrt(mean(x^2, over the row) + eps) * w, in fp32, rounded once to x's dtype (bf16)."""
     assert x.shape == (M, N) and w.shape == (N,)
-    xf = x.float()
+    acc = torch.float64 if x.dtype == torch.float64 else torch.float32  # float64 in: the precision oracle
+    xf = x.to(acc)
     rstd = torch.rsqrt(xf.pow(2).mean(dim=-1, keepdim=True) + eps)
-    return (xf * rstd * w.float()).to(torch.bfloat16)
+    return (xf * rstd * w.to(acc)).to(x.dtype)

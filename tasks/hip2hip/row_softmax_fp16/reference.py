@@ -16,4 +16,5 @@ def make_inputs(config: dict, gen: torch.Generator, device: torch.device) -> dic
 def reference(x: torch.Tensor, M: int, N: int) -> torch.Tensor:
     """y[i, j] = exp(x[i, j] - max_k x[i, k]) / sum_k exp(x[i, k] - max_k x[i, k]), in fp32, rounded once."""
     assert x.shape == (M, N)
-    return torch.softmax(x.float(), dim=-1).to(torch.float16)
+    acc = torch.float64 if x.dtype == torch.float64 else torch.float32  # float64 in: the precision oracle
+    return torch.softmax(x.to(acc), dim=-1).to(x.dtype)

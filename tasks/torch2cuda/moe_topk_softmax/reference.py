@@ -29,7 +29,7 @@ def reference(logits: torch.Tensor, T: int, E: int, K: int) -> tuple[torch.Tenso
     """weights[t, :], ids[t, :] = the K largest softmax probabilities of row t, in descending order, and
     their expert indices; the weights are then divided by their sum (they sum to 1 per token)."""
     assert logits.shape == (T, E)
-    probs = torch.softmax(logits.float(), dim=-1)
+    probs = torch.softmax(logits, dim=-1)  # in the logits' dtype: fp32 (float64 for the precision oracle)
     weights, ids = torch.topk(probs, K, dim=-1)
     weights = weights / weights.sum(dim=-1, keepdim=True)
     return weights, ids

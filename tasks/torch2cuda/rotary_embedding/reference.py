@@ -37,7 +37,8 @@ def reference(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_sin
     cos, sin = cos_sin_cache[positions].chunk(2, dim=-1)          # [T, D/2] each
     cos = torch.cat((cos, cos), dim=-1).unsqueeze(1)              # [T, 1, D]
     sin = torch.cat((sin, sin), dim=-1).unsqueeze(1)
-    qf, kf = q.float(), k.float()
+    acc = torch.float64 if q.dtype == torch.float64 else torch.float32  # float64 in: the precision oracle
+    qf, kf = q.to(acc), k.to(acc)
     q_out = qf * cos + _rotate_half(qf) * sin
     k_out = kf * cos + _rotate_half(kf) * sin
-    return q_out.to(torch.bfloat16), k_out.to(torch.bfloat16)
+    return q_out.to(q.dtype), k_out.to(k.dtype)

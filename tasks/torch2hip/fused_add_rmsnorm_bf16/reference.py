@@ -22,8 +22,9 @@ def reference(x: torch.Tensor, residual: torch.Tensor, w: torch.Tensor, M: int, 
     h = x + residual (bf16); out = w * (h / sqrt(mean(h^2) + eps)).to(bf16) (statistics in fp32).
     Returns (out, h): the normalized activations and the updated residual stream."""
     h = x + residual
-    hf = h.float()
+    acc = torch.float64 if h.dtype == torch.float64 else torch.float32  # float64 in: the precision oracle
+    hf = h.to(acc)
     variance = hf.pow(2).mean(-1, keepdim=True)
     normed = hf * torch.rsqrt(variance + eps)
-    out = w * normed.to(torch.bfloat16)
+    out = w * normed.to(h.dtype)
     return out, h

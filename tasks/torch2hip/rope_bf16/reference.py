@@ -21,7 +21,8 @@ def make_inputs(config: dict, gen: torch.Generator, device: torch.device) -> dic
 def reference(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, T: int, H: int, D: int) -> torch.Tensor:
     """x1, x2 = the two halves of each head; y = cat(x1*cos - x2*sin, x2*cos + x1*sin), in fp32, to bf16."""
     assert x.shape == (T, H, D) and cos.shape == (T, D // 2) and sin.shape == (T, D // 2)
-    xf = x.float()
+    acc = torch.float64 if x.dtype == torch.float64 else torch.float32  # float64 in: the precision oracle
+    xf = x.to(acc)
     x1, x2 = xf[..., : D // 2], xf[..., D // 2:]
     c, s = cos[:, None, :], sin[:, None, :]
-    return torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), dim=-1).to(torch.bfloat16)
+    return torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), dim=-1).to(x.dtype)

@@ -23,5 +23,6 @@ def make_inputs(config: dict, gen: torch.Generator, device: torch.device) -> dic
 def reference(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float) -> torch.Tensor:
     """y = (x - mean) / sqrt(var + eps) * w + b over each row (biased variance), in fp32, rounded once."""
     n = x.shape[-1]
-    y = F.layer_norm(x.float(), (n,), w.float(), b.float(), eps)
+    acc = torch.float64 if x.dtype == torch.float64 else torch.float32  # float64 in: the precision oracle
+    y = F.layer_norm(x.to(acc), (n,), w.to(acc), b.to(acc), eps)
     return y.to(x.dtype)

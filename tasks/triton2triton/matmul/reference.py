@@ -15,4 +15,4 @@ def make_inputs(config: dict, gen: torch.Generator, device: torch.device) -> dic
 
 def reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """c = a @ b, computed in fp64 (exact products of fp16 values, no TF32), rounded once to fp16."""
-    return (a.double() @ b.double()).to(torch.float16)
+    return (a.double() @ b.double()).to(a.dtype)
