@@ -32,7 +32,7 @@ if not Path("/dev/nvidiactl").exists():
 from common import write  # noqa: E402
 
 from crucible.toolkit import evaluation  # noqa: E402
-from crucible.toolkit.runtime import run_evaluation  # noqa: E402
+from crucible.toolkit.judge.evaluate import run_evaluation  # noqa: E402
 from crucible.toolkit.task import discover_tasks  # noqa: E402
 from crucible.toolkit.validation import snapshot_of_file  # noqa: E402
 from crucible.toolkit.worker import WorkerOutcome  # noqa: E402

@@ -16,7 +16,7 @@ import torch
 
 from crucible.harness.importers import ImporterError
 from crucible.harness.importers.kernelbench import DEFAULT_RULES, import_problem, import_problems, load_rules
-from crucible.toolkit.runtime import import_file
+from crucible.toolkit.runner.loading import import_file
 from crucible.toolkit.task import Task, load_task, output_shape
 
 PROBLEMS = Path(__file__).parent / "fixtures" / "kernelbench"

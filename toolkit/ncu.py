@@ -63,19 +63,27 @@ def _target(spec_path: str) -> None:
     Landlock domain when the worker asks for one."""
     import torch
 
-    from .runtime import Case, import_file, load_kernel
-    from .task import load_task
+    from .judge.cases import DTYPES, Case
+    from .judge.evaluate import signature_of
+    from .protocol import KernelSpec
+    from .runner.loading import import_file, load
+    from .task import load_task, output_shape, resolve_dtype
 
     payload = json.loads(Path(spec_path).read_text())
-    if payload.get("landlock_writable"):  # the worker left the restriction to this process (jobs.py)
-        from .sandbox import restrict_filesystem
-
-        restrict_filesystem(payload["landlock_writable"])
     task = load_task(Path(payload["task_root"]))
     ref = import_file(task.file("reference.py"), "crucible_reference")
-    kernel = load_kernel(payload["candidate"], task, "crucible_candidate")
-    case = Case(task, ref, task.config(payload["config"]), 0, torch.device("cuda"))
-    outs = case.new_outputs()
+    config = task.config(payload["config"])
+    case = Case(task, ref, config, 0, torch.device("cuda"))
+    spec = KernelSpec.model_validate(payload["candidate"])
+    if payload.get("landlock_writable"):  # the worker left the restriction to this process (jobs.py)
+        from .sandbox import restrict_filesystem, runner_readable
+
+        # The task is loaded: from here on this process reads only what a runner may (no hidden configs).
+        restrict_filesystem(payload["landlock_writable"],
+                            runner_readable([payload["snapshot_root"], spec.path, *payload["landlock_writable"]]))
+    kernel = load(spec, signature_of(task), "candidate")
+    outs = [torch.empty(output_shape(o, config), dtype=DTYPES[resolve_dtype(o.dtype, config)], device="cuda")
+            for o in task.spec.signature.outputs]
     for _ in range(CALLS):
         kernel(case.inputs, outs, case.params)
     torch.cuda.synchronize()

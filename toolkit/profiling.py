@@ -145,12 +145,12 @@ NCU_METRICS = ["gpu__time_duration.sum", "dram__throughput.avg.pct_of_peak_susta
 def run_ncu(task: Task, snapshot: Snapshot, config: str,
             cancel: threading.Event | None = None) -> tuple[dict[str, dict[str, float | str]] | None, str]:
     """Run the candidate on one config under Nsight Compute in a worker; metrics per kernel."""
-    from .evaluation import EvalRequest, _run, build, resolve_backend
-    from .evaluation import _kernel_desc as kernel_desc
+    from .evaluation import EvalRequest, _run, build, kernel_spec, resolve_backend
 
     built = build(task, snapshot.root, task.spec.candidate, "cuda")
     payload = {"task_root": str(task.root), "config": config, "metrics": NCU_METRICS,
-               "candidate": kernel_desc(task, built, snapshot.root / task.spec.candidate)}
+               "snapshot_root": str(snapshot.root),
+               "candidate": kernel_spec(task, built, snapshot.root / task.spec.candidate).model_dump()}
     outcome = _run(task, "ncu", payload, resolve_backend("cuda"), EvalRequest(backend="cuda"), None, cancel)
     if outcome.status != "ok" or outcome.result is None:
         return None, f"Nsight Compute run failed: {outcome.message}"

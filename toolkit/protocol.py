@@ -16,8 +16,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-MAX_MESSAGE_BYTES = 1 << 20
-"""A reply longer than this is a protocol violation (a runner may not flood the judge)."""
+MAX_MESSAGE_BYTES = 128 << 10
+"""A reply longer than this is a protocol violation (a runner may not flood the judge); under the socket's
+default buffer (about 208 KiB), which bounds one SOCK_SEQPACKET message anyway."""
 Backend = Literal["cpu", "cuda", "rocm"]
 Timing = Literal["none", "quick", "careful"]
 IntegrityLevel = Literal["full", "checks", "off"]
@@ -217,19 +218,19 @@ class KernelClaim(Model):
 
 class Profiled(Model):
     reply: Literal["profiled"] = "profiled"
-    kernels: list[KernelClaim] = Field(max_length=500)
+    kernels: list[KernelClaim] = Field(max_length=200)
     """Device kernels (on the CPU: host ops) of one call, as the runner's profiler saw them."""
     interpreter_launches: float | None = None
     """Triton's CPU interpreter: kernel launches per call."""
-    ops: list[str] = Field(default_factory=list, max_length=500)
+    ops: list[str] = Field(default_factory=list, max_length=200)
     """Host ops the call ran (aten::mm, ...), on every backend: for the task's forbidden ops."""
 
 
 class Traced(Model):
     reply: Literal["traced"] = "traced"
-    kernels: list[dict] = Field(max_length=200)
+    kernels: list[dict] = Field(max_length=50)
     """KernelResources (toolkit/toolchains) per compiled launch."""
-    diagnostics: list[dict] = Field(max_length=200)
+    diagnostics: list[dict] = Field(max_length=50)
     log: str = Field(max_length=20000)
 
 
@@ -240,6 +241,8 @@ class Failed(Model):
     error: str = Field(max_length=20000)
     cuda_error: bool = False
     """The error left the CUDA context unusable (the runner cannot go on)."""
+    oom: bool = False
+    """It ran out of memory (host or device)."""
 
 
 Reply = Annotated[Ready | Done | Called | Timed | Profiled | Traced | Failed, Field(discriminator="reply")]

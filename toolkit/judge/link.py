@@ -50,9 +50,9 @@ class RunnerEnded(Exception):
 
 
 class CandidateFailed(Exception):
-    def __init__(self, error: str, cuda_error: bool) -> None:
+    def __init__(self, error: str, cuda_error: bool = False, oom: bool = False) -> None:
         super().__init__(error)
-        self.error, self.cuda_error = error, cuda_error
+        self.error, self.cuda_error, self.oom = error, cuda_error, oom
 
 
 class ProtocolViolation(Exception):
@@ -153,7 +153,7 @@ class RunnerLink:
             self.kill()
             raise ProtocolViolation(f"the {self.role} sent a malformed message: {str(exc)[:300]}") from None
         if isinstance(reply, Failed):
-            raise CandidateFailed(reply.error, reply.cuda_error)
+            raise CandidateFailed(reply.error, reply.cuda_error, reply.oom)
         if not isinstance(reply, expected):
             self.kill()
             raise ProtocolViolation(f"the {self.role} answered {type(reply).__name__} where "

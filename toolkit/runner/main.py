@@ -66,7 +66,11 @@ class Runner:
         return REQUEST.validate_python(json.loads(data)), fds
 
     def send(self, reply: Reply) -> None:
-        self.sock.send(reply.model_dump_json().encode())
+        data = reply.model_dump_json().encode()
+        if len(data) > MAX_MESSAGE_BYTES:  # the judge would refuse it: say why instead
+            data = Failed(error=f"the runner's {reply.reply} reply ({len(data)} bytes) is over the "
+                          f"{MAX_MESSAGE_BYTES}-byte limit").model_dump_json().encode()
+        self.sock.send(data)
 
     # ------------------------------------------------------------------ requests
 
@@ -170,8 +174,9 @@ class Runner:
             diagnostics.append(diag)
         elif records:
             log = "\n".join(f"{r.launches} x {r.describe()}" for r in records)
-        self.send(Traced(kernels=[k.model_dump() for k in kernels][:200],
-                         diagnostics=[d.model_dump() for d in diagnostics][:200], log=log[-20000:]))
+        diagnostics = [d.model_copy(update={"message": d.message[:1500]}) for d in diagnostics[:50]]
+        self.send(Traced(kernels=[k.model_dump() for k in kernels][:50],
+                         diagnostics=[d.model_dump() for d in diagnostics], log=log[-20000:]))
 
     # ------------------------------------------------------------------ loop
 
@@ -199,12 +204,18 @@ class Runner:
                     self.trace(req)
             except Exception as exc:  # noqa: BLE001 - candidate code raised: its own words go back
                 text = error_text(exc)
-                self.send(Failed(error=text, cuda_error=is_cuda_error(text)))
+                self.send(Failed(error=text, cuda_error=is_cuda_error(text), oom=is_oom(exc)))
 
 
 def error_text(exc: BaseException) -> str:
     text = "".join(traceback.format_exception(exc))
     return text if len(text) <= ERROR_CHARS else text[:2000] + "\n...\n" + text[-(ERROR_CHARS - 2005):]
+
+
+def is_oom(exc: BaseException) -> bool:
+    # torch.OutOfMemoryError (CUDA) and the CPU allocator's RuntimeError are not MemoryErrors.
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    return isinstance(exc, MemoryError) or "OutOfMemoryError" in names or "can't allocate memory" in str(exc)
 
 
 def is_cuda_error(text: str) -> bool:

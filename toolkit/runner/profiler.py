@@ -62,7 +62,7 @@ def profile_call(call: Callable[[], None], reps: int, on_gpu: bool) -> Profiled:
         t = float(e.time_range.elapsed_us()) if on_device else float(e.self_cpu_time_total)
         us[e.name] = us.get(e.name, 0.0) + t / reps
         calls[e.name] = calls.get(e.name, 0.0) + 1 / reps
-    kernels = sorted((KernelClaim(name=n[:300], us=us[n], calls=calls[n], elements=elements.get(n, 0))
+    kernels = sorted((KernelClaim(name=n[:200], us=us[n], calls=calls[n], elements=elements.get(n, 0))
                       for n in us), key=lambda k: -k.us)
-    return Profiled(kernels=kernels[:500], interpreter_launches=None if on_gpu else count[0] / reps,
-                    ops=sorted(ops)[:500])
+    return Profiled(kernels=kernels[:200], interpreter_launches=None if on_gpu else count[0] / reps,
+                    ops=sorted(ops)[:200])

@@ -1,0 +1,215 @@
+"""The judge's pieces, called in-process: inputs it makes, what-ran and timing-bound findings, and its end of
+the runner protocol against runners that misbehave. Whole evaluations are in test_evaluation.py and the
+red team (test_redteam.py)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from crucible.toolkit.judge.cases import Case, Fresh, Layout
+from crucible.toolkit.judge.evaluate import _bound_findings, what_ran_findings
+from crucible.toolkit.judge.link import CandidateFailed, ProtocolViolation, RunnerEnded, RunnerLink
+from crucible.toolkit.protocol import Called, KernelClaim, Profiled
+from crucible.toolkit.results import TimingStats
+from crucible.toolkit.runner.loading import import_file
+from crucible.toolkit.task import load_task
+from crucible.toolkit.worker import WorkerLimits
+
+FIXTURE = Path(__file__).parent / "fixtures/tasks/triton2triton/vadd"
+CPU = torch.device("cpu")
+
+
+def _vadd():
+    task = load_task(FIXTURE)
+    return task, import_file(FIXTURE / "reference.py", "vadd_reference_for_judge_tests")
+
+
+def test_inputs_get_a_random_offset_and_scale_per_seed() -> None:
+    task, ref = _vadd()
+    config = task.config("small")
+    raw = ref.make_inputs(dict(config.values), torch.Generator().manual_seed(0), CPU)["x"]
+    a, again, b = (Case(task, ref, config, s, CPU).inputs[0] for s in (0, 0, 1))
+    assert torch.equal(a, again), "the same seed gives the same inputs"
+    assert not torch.allclose(a, raw), "the raw inputs were perturbed"
+    scale = float((a - a.mean()).std() / (raw - raw.mean()).std())
+    assert 0.45 < scale < 2.1 and abs(scale - 1) > 1e-3
+    assert not torch.allclose(a, b)
+
+
+def test_inputs_marked_not_to_perturb_stay_as_made(tiny_task_dir: Path) -> None:
+    toml = tiny_task_dir / "task.toml"
+    toml.write_text(toml.read_text().replace('{ name = "x" }', '{ name = "x", perturb = false }'))
+    task = load_task(tiny_task_dir)
+    ref = import_file(tiny_task_dir / "reference.py", "vadd_reference_for_judge_tests2")
+    config = task.config("small")
+    raw = ref.make_inputs(dict(config.values), torch.Generator().manual_seed(3), CPU)
+    case = Case(task, ref, config, 3, CPU)
+    assert torch.equal(case.inputs[0], raw["x"])
+    assert not torch.equal(case.inputs[1], raw["y"])
+
+
+def test_every_timed_call_gets_inputs_no_call_saw_before_and_the_judge_can_make_them_again() -> None:
+    task, ref = _vadd()
+    fresh = Fresh(task, ref, task.config("small"), CPU)
+    calls = [fresh.draw() for _ in range(50)]
+    made = [fresh.inputs(c)[0] for c in calls]
+    assert len({tuple(m[:4].tolist()) for m in made}) == 50, "fifty calls, fifty different contents"
+    assert torch.equal(fresh.inputs(calls[7])[0], made[7]), "a sampled call's inputs can be made again"
+
+
+def test_the_arena_layout_aligns_every_tensor_and_holds_the_outputs_shape_and_dtype() -> None:
+    task, ref = _vadd()
+    config = task.config("half")
+    layout = Layout(task, config, Case(task, ref, config, 0, CPU).inputs)
+    assert [t.offset % 256 for t in layout.tensors] == [0, 0, 0]
+    out = layout.tensors[-1]
+    assert (out.role, out.dtype, out.shape) == ("output", "float16", [4099])
+    assert layout.nbytes >= sum(4099 * 2 for _ in range(3))
+
+
+def claims(*kernels: tuple[str, float], launches: float | None = None, ops: tuple[str, ...] = ()) -> Profiled:
+    return Profiled(kernels=[KernelClaim(name=n, us=us, calls=1) for n, us in kernels],
+                    interpreter_launches=launches, ops=list(ops))
+
+
+def defences(found: list) -> set[str]:
+    return {f.defence for f in found}
+
+
+def test_a_dummy_kernel_beside_library_work_is_caught_by_its_share_of_the_time() -> None:
+    prof = claims(("my_dummy_kernel", 2.0), ("at::native::softmax_warp_forward", 40.0))
+    found = what_ran_findings(prof, [], 0.10, "triton", True, 1000, "c")
+    assert defences(found) == {"library_time"} and "95%" in found[0].evidence
+
+
+def test_own_kernels_beside_a_small_library_copy_are_fine() -> None:
+    prof = claims(("rmsnorm_kernel", 95.0), ("Memcpy DtoD", 5.0))
+    assert what_ran_findings(prof, [], 0.10, "cuda", True, 1000, "c") == []
+
+
+def test_a_call_whose_every_kernel_is_a_librarys_has_no_kernel_of_its_own() -> None:
+    prof = claims(("sm90_xmma_gemm_bf16", 80.0), ("at::native::vectorized_elementwise_kernel", 5.0))
+    assert defences(what_ran_findings(prof, [], 0.10, "cuda", True, 1000, "c")) == {"no_own_kernel"}
+
+
+def test_in_the_interpreter_pytorch_computing_the_whole_problem_is_caught_and_bookkeeping_is_not() -> None:
+    whole = Profiled(kernels=[KernelClaim(name="aten::softmax", us=50, calls=1, elements=4096),
+                              KernelClaim(name="aten::empty", us=1, calls=1, elements=4096)],
+                     interpreter_launches=1)
+    assert defences(what_ran_findings(whole, [], 0.10, "triton", False, 4096, "c")) == {"library_time"}
+    honest = Profiled(kernels=[KernelClaim(name="aten::empty_like", us=1, calls=1, elements=4096),
+                               KernelClaim(name="aten::sum", us=1, calls=1, elements=16)], interpreter_launches=2)
+    assert what_ran_findings(honest, [], 0.10, "triton", False, 4096, "c") == []
+
+
+def test_in_the_interpreter_a_call_that_launched_no_triton_kernel_is_caught() -> None:
+    assert defences(what_ran_findings(claims(launches=0), [], 0.1, "triton", False, 10, "c")) == {"no_own_kernel"}
+
+
+def test_forbidden_ops_are_named_with_what_the_task_forbids() -> None:
+    found = what_ran_findings(claims(("k", 1.0), ops=("aten::mm",)), ["aten::mm"], 0.1, "cuda", True, 10, "c")
+    assert defences(found) == {"forbidden_op"} and "aten::mm" in found[0].evidence
+
+
+def stats(median: float, judged: float) -> TimingStats:
+    return TimingStats(median_us=median, min_us=median, max_us=median, iqr_us=0, rse=0, reps=10,
+                       method="gated_events", comparable=True, judged_us=judged, overhead_us=290)
+
+
+@pytest.mark.parametrize(("reported", "judged", "flagged"), [
+    (100.0, 101.0, False), (8.4, 6.8, False), (50.0, 100.0, True), (0.0, 40.0, True), (3.0, 5.0, False)])
+def test_a_reported_time_far_under_the_judges_own_clock_is_caught(reported: float, judged: float,
+                                                                    flagged: bool) -> None:
+    found = _bound_findings(stats(reported, judged), "c", on_gpu=True)
+    assert bool(found) == flagged
+    if flagged:
+        assert found[0].defence == "timing_bound" and f"{judged:.1f}" in found[0].evidence
+
+
+# ------------------------------------------------------------------ the protocol, against fake runners
+
+FAKE = r'''
+import json, os, socket, sys, time
+sock = socket.socket(fileno=int(sys.argv[1]))
+mode = sys.argv[2]
+sock.recv(1 << 20)  # hello
+sock.send(json.dumps({"reply": "ready", "isolation": {}}).encode())
+sock.recv(1 << 20)  # the request
+if mode == "forged":
+    sock.send(json.dumps({"reply": "called", "seq": 999, "us": 0.001}).encode())
+elif mode == "unasked":
+    sock.send(json.dumps({"reply": "timed", "first_seq": 1, "us": [0.0]}).encode())
+elif mode == "garbage":
+    sock.send(b"{not json")
+elif mode == "huge":
+    sock.send(json.dumps({"reply": "failed", "error": "x" * (140 << 10)}).encode())
+elif mode == "failed":
+    sock.send(json.dumps({"reply": "failed", "error": "RuntimeError: boom"}).encode())
+elif mode == "crash":
+    os.abort()
+elif mode == "exit":
+    os._exit(0)
+elif mode == "hang":
+    time.sleep(60)
+'''
+
+
+def fake_runner(tmp_path: Path, mode: str, deadline_s: float = 20) -> RunnerLink:
+    import time
+
+    script = tmp_path / "fake_runner.py"
+    script.write_text(FAKE)
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    proc = subprocess.Popen([sys.executable, str(script), str(theirs.fileno()), mode], pass_fds=(theirs.fileno(),),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    theirs.close()
+    link = RunnerLink("candidate", proc, ours, tmp_path, None, time.monotonic() + deadline_s,
+                      WorkerLimits(timeout_s=deadline_s))
+    link.send(__import__("crucible.toolkit.protocol", fromlist=["Hello"]).Hello(
+        device="cpu", readable=[], writable=[], rlimits={}))
+    link.pending_ready = True
+    return link
+
+
+def ask_call(link: RunnerLink) -> Called:
+    from crucible.toolkit.protocol import Call
+
+    try:
+        return link.ask(Call(kernel="candidate", seq=1, params={}), Called)
+    finally:
+        link.close()
+
+
+@pytest.mark.parametrize("mode", ["unasked", "garbage", "huge"])
+def test_a_reply_the_judge_did_not_ask_for_is_a_protocol_violation(tmp_path: Path, mode: str) -> None:
+    with pytest.raises(ProtocolViolation):
+        ask_call(fake_runner(tmp_path, mode))
+
+
+def test_a_forged_reply_with_another_sequence_number_is_only_a_claim(tmp_path: Path) -> None:
+    # The link parses it; the judge's caller compares the sequence number (test_evaluation covers the end).
+    assert ask_call(fake_runner(tmp_path, "forged")).seq == 999
+
+
+def test_a_candidate_error_comes_back_as_its_own_text(tmp_path: Path) -> None:
+    with pytest.raises(CandidateFailed, match="boom"):
+        ask_call(fake_runner(tmp_path, "failed"))
+
+
+@pytest.mark.parametrize(("mode", "status"), [("crash", "crash"), ("exit", "exit")])
+def test_a_runner_that_dies_ends_with_what_killed_it(tmp_path: Path, mode: str, status: str) -> None:
+    with pytest.raises(RunnerEnded) as info:
+        ask_call(fake_runner(tmp_path, mode))
+    assert info.value.status == status
+
+
+def test_a_runner_past_its_deadline_is_killed_as_a_timeout(tmp_path: Path) -> None:
+    with pytest.raises(RunnerEnded) as info:
+        ask_call(fake_runner(tmp_path, "hang", deadline_s=1.5))
+    assert info.value.status == "timeout"
