@@ -7,8 +7,9 @@
     crucible import kernelbench PATH... [--out tasks/] [--category C] [--rules FILE]
                                                  KernelBench problems -> PyTorch-to-kernel task folders
     crucible workspace ID DIR [--force]          write what the agent may see
-    crucible tool compile|test|bench --task ID --workspace DIR [--json]
-                                                 the MCP tools' functions, by hand
+    crucible tool compile|test|bench|profile --task ID --workspace DIR [--json]
+                                                 the MCP tools' functions, by hand, shown as the agent
+                                                 sees them (toolkit/agent_view.py)
     crucible run [--agent A] [--model M] [--tasks GLOB | --suite S] [--repeats N] [--out DIR] [--resume] ...
                                                  the main job: agent sessions, scored (harness/run.py)
     crucible score RUN                           re-score a run's sessions from their stored submissions
@@ -28,6 +29,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
+from crucible.toolkit.agent_view import AgentView
 from crucible.toolkit.evaluation import EvalRequest, compile_snapshot, evaluate
 from crucible.toolkit.profiling import Profile, profile
 from crucible.toolkit.results import Evaluation
@@ -145,16 +147,25 @@ def cmd_workspace(args: argparse.Namespace) -> int:
 
 def cmd_tool(args: argparse.Namespace) -> int:
     task = _task(args.task)
+    # An agent may run these commands in its sandbox: like the MCP tools, they take visible configs only
+    # and show their results through the agent's view.
+    visible = [c.name for c in task.spec.configs]
+    for name in args.config or []:
+        if name not in visible:
+            shown = name if len(name) <= 60 else name[:60] + "..."
+            raise UsageError(f"no visible config named {shown!r}; the visible configs are: {', '.join(visible)}")
     try:
         snapshot = take_snapshot(task, Path(args.workspace))
     except WorkspaceError as exc:
         raise UsageError(str(exc)) from None
+    view = AgentView.for_task(task, Path(args.workspace), snapshot.root)
     if args.tool == "compile":
-        result: BuildResult | Evaluation | Profile = compile_snapshot(task, snapshot, args.backend)
+        result: BuildResult | Evaluation | Profile = view.build(compile_snapshot(task, snapshot, args.backend))
         ok = result.ok
     elif args.tool == "profile":
         try:
-            result = profile(task, snapshot, (args.config or [None])[0], ncu=args.ncu, backend=args.backend)
+            result = view.profile(profile(task, snapshot, (args.config or [None])[0], ncu=args.ncu,
+                                          backend=args.backend))
         except KeyError as exc:
             raise UsageError(exc.args[0]) from None
         ok = result.status == "ok"
@@ -165,7 +176,7 @@ def cmd_tool(args: argparse.Namespace) -> int:
                               compiled_baseline=args.tool == "bench", seeds=args.seeds,
                               timeout_s=args.timeout)
         try:
-            result = evaluate(task, snapshot, request)
+            result = view.evaluation(evaluate(task, snapshot, request))
         except KeyError as exc:
             raise UsageError(exc.args[0]) from None
         ok = result.status in ("ok", "not_run")
@@ -412,11 +423,12 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--force", action="store_true", help="write into a non-empty folder")
     w.set_defaults(func=cmd_workspace)
 
-    tool = sub.add_parser("tool", help="run a tool by hand: compile, test, bench")
+    tool = sub.add_parser("tool", help="run a tool by hand: compile, test, bench, profile (as the agent sees it)")
     tool.add_argument("tool", choices=["compile", "test", "bench", "profile"])
     tool.add_argument("--task", required=True)
     tool.add_argument("--workspace", required=True)
-    tool.add_argument("--config", action="append", help="a config name (repeatable); default: all visible")
+    tool.add_argument("--config", action="append", help="a visible config's name (repeatable); default: all "
+                      "visible")
     tool.add_argument("--seeds", type=int, default=None)
     tool.add_argument("--backend", choices=["auto", "cpu", "cuda", "rocm"], default="auto")
     tool.add_argument("--timeout", type=float, default=None, help="worker time limit in seconds "

@@ -42,7 +42,7 @@ def build_text(b: BuildResult) -> str:
                 for k in b.kernels]
         lines.append(table(["kernel", "registers", "shared B", "spill st", "spill ld"], rows))
     if not b.ok and b.log and not b.diagnostics:
-        lines.append(b.log[-2000:])
+        lines.append(b.log)  # cut by the agent view, the candidate's own frames first
     return "\n".join(lines)
 
 
@@ -73,7 +73,7 @@ def evaluation_text(e: Evaluation) -> str:
         note = "" if e.timing_comparable else " (cpu timings: not comparable with GPU figures)"
         lines.append(f"speedup (geomean, against {e.speedup_against}): {e.speedup:.2f}x{note}")
     if e.status in ("crash", "timeout", "exit", "oom", "error") and e.stderr_tail:
-        lines.append("worker output (tail):\n" + e.stderr_tail[-1500:])
+        lines.append("worker output (tail):\n" + e.stderr_tail)  # cut by the agent view, own frames first
     return "\n".join(lines)
 
 

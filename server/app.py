@@ -6,8 +6,10 @@
     profile    toolkit.profiling.profile(snapshot, config)          │ with progress, cancellation and a
     submit     freeze the snapshot under the session dir, re-check ─┘ time limit (server/engine_calls.py)
 
-Every call is written to the session ledger (server/ledger.py) with the snapshot's content hash. Failures
-the agent can act on (its code does not compile, crashes, hangs; a wrong config name; a missing file) are
+Every call is written to the session ledger (server/ledger.py) with the snapshot's content hash. What a
+tool returns has passed through the session's AgentView (toolkit/agent_view.py): candidate code cannot
+echo the hidden configs, the solution or the task folder's paths back to the agent. Failures the agent can
+act on (its code does not compile, crashes, hangs; a wrong config name; a missing file) are
 tool results with isError and the precise message; a wrong answer is a normal result (correct=false).
 """
 
@@ -34,6 +36,7 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel
 
+from crucible.toolkit.agent_view import AgentView
 from crucible.toolkit.evaluation import (
     Backend,
     EvalRequest,
@@ -99,6 +102,8 @@ class ServerState:
     backend: Backend
     info: TaskInfo
     ledger: Ledger
+    view: AgentView
+    """What the agent may be shown; `with_snapshot` for each call's snapshot."""
     pool: WorkerPool | None = None
     """One preloaded worker kept ahead of need: an evaluation does not wait for imports and CUDA."""
     lock: anyio.Lock = field(default_factory=anyio.Lock)
@@ -167,9 +172,10 @@ async def _call(ctx: Context, tool: str, arguments: dict[str, Any], body: Body) 
         tb = traceback.format_exc()
         print(f"crucible: internal error in {tool}:\n{tb}", file=sys.stderr, flush=True)
         finish("error", "internal_error", f"internal error: {type(exc).__name__}: {exc}", tb)
-        return _error(f"internal error in crucible's {tool} (not a problem with your kernel): "
-                      f"{type(exc).__name__}: {exc}. It was logged; try the call again, and if it persists "
-                      "carry on without this tool.")
+        # The ledger and the log keep the whole text; the agent gets it through the view.
+        shown = state.view.text(f"{type(exc).__name__}: {exc}", 1000)
+        return _error(f"internal error in crucible's {tool} (not a problem with your kernel): {shown}. It was "
+                      "logged; try the call again, and if it persists carry on without this tool.")
     finish("ok", rec.status or "ok", rec.summary)
     return _result(report)
 
@@ -229,7 +235,7 @@ async def _compile(state: ServerState, progress: Progress, rec: CallRecord) -> C
     build = await _run_locked(state, "compile", progress, f"compiling {state.task.spec.candidate}",
                               lambda on_progress, cancel: compile_snapshot(state.task, snap, state.backend,
                                                                            cancel=cancel, pool=state.pool))
-    report = compile_report(build, snap.digest)
+    report = compile_report(build, snap.digest, state.view.with_snapshot(snap.root))
     rec.status = "ok" if report.ok else "compile_error"
     rec.summary = report.message
     if not report.ok:
@@ -244,7 +250,7 @@ async def _evaluate_visible(state: ServerState, tool: str, progress: Progress, s
                            lambda on_progress, cancel: evaluate(state.task, snap, request,
                                                                 on_progress=on_progress, cancel=cancel,
                                                                 pool=state.pool))
-    return run_tests_report(ev)
+    return run_tests_report(ev, state.view.with_snapshot(snap.root))
 
 
 def _summary(report: RunTestsReport) -> str:
@@ -273,6 +279,7 @@ def _profile_body(config: str | None, ncu: bool) -> Body:
             state, "profile", progress, f"profiling {name or 'the first config'}",
             lambda on_progress, cancel: run_profile(state.task, snap, name, ncu=ncu, backend=state.backend,
                                             on_progress=on_progress, cancel=cancel, pool=state.pool))
+        prof = state.view.with_snapshot(snap.root).profile(prof)
         rec.status, rec.summary = prof.status, f"{prof.status}: {prof.message.splitlines()[0] if prof.message else ''}"
         if prof.status == "incorrect":
             raise ToolFailure(f"profile needs a correct kernel; run_tests shows where it is wrong: {prof.message}",
@@ -376,13 +383,15 @@ def build_server(session: SessionConfig) -> MCPServer:
     task = find_task(session.task_id)
     backend = resolve_backend(session.backend)
     info = task_info(task, session.workspace, backend, session.limits)
+    view = AgentView.for_task(task, session.workspace)
 
     @asynccontextmanager
     async def lifespan(_: MCPServer) -> AsyncIterator[ServerState]:
         ledger = Ledger(session.ledger_path)
         pool = worker_pool(task, backend)
         try:
-            yield ServerState(session=session, task=task, backend=backend, info=info, ledger=ledger, pool=pool)
+            yield ServerState(session=session, task=task, backend=backend, info=info, ledger=ledger, view=view,
+                              pool=pool)
         finally:
             pool.close()
             ledger.close()

@@ -1,8 +1,10 @@
 """What the tools take and give: argument types and result models (each becomes an MCP schema).
 
 Results are built from the engine's models (toolkit/results.py, toolkit/toolchains) by the `*_report`
-functions below, which keep what an agent acts on and drop what it cannot use (paths on the server, the
-worker's isolation details). The `profile` tool returns toolkit/profiling.py's `Profile` unchanged.
+functions below, which pass them through the session's AgentView (toolkit/agent_view.py: no hidden config,
+no line of hidden.toml or the solution, no path outside the workspace, the agent's own frames first), then
+keep what an agent acts on and drop what it cannot use (the worker's isolation details). The `profile` tool
+returns toolkit/profiling.py's `Profile`, through the same view.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
+from crucible.toolkit.agent_view import AgentView
 from crucible.toolkit.results import EVALUATOR_VERSION, ConfigResult, Evaluation, Status
 from crucible.toolkit.toolchains import BuildResult, Diagnostic, KernelResources
 
@@ -143,7 +146,8 @@ class CompileReport(Model):
     source_hash: str
 
 
-def compile_report(build: BuildResult, source_hash: str) -> CompileReport:
+def compile_report(build: BuildResult, source_hash: str, view: AgentView) -> CompileReport:
+    build = view.build(build)
     errors = [d for d in build.diagnostics if d.severity == "error"]
     if build.ok:
         message = f"compiled for {build.target.arch}: {len(build.kernels)} kernel(s)"
@@ -154,7 +158,7 @@ def compile_report(build: BuildResult, source_hash: str) -> CompileReport:
         message = "does not compile; see log_tail"
     return CompileReport(ok=build.ok, message=message, language=build.language, backend=build.target.backend,
                          target=build.target.arch, diagnostics=build.diagnostics, kernels=build.kernels,
-                         log_tail=build.log[-4000:], seconds=round(build.seconds, 3), cached=build.cached,
+                         log_tail=build.log, seconds=round(build.seconds, 3), cached=build.cached,
                          source_hash=source_hash)
 
 
@@ -231,7 +235,8 @@ def _config_report(c: ConfigResult) -> ConfigReport:
         baseline_us=c.baseline.median_us if c.baseline else None, speedup=c.speedup)
 
 
-def run_tests_report(ev: Evaluation) -> RunTestsReport:
+def run_tests_report(ev: Evaluation, view: AgentView) -> RunTestsReport:
+    ev = view.evaluation(ev)  # its texts are cut to fit with the agent's own frames first: no more slicing
     if ev.timing_comparable:
         note = "timed on the device (quick timing; `profile` times carefully)"
     elif ev.backend == "cpu":
@@ -247,7 +252,7 @@ def run_tests_report(ev: Evaluation) -> RunTestsReport:
                       configs=[_config_report(c) for c in ev.configs], speedup=ev.speedup,
                       speedup_against=ev.speedup_against, timing_comparable=ev.timing_comparable,
                       timing_note=note, diagnostics=diagnostics,
-                      output_tail=ev.stderr_tail[-4000:] if crashed else "", backend=ev.backend,
+                      output_tail=ev.stderr_tail if crashed else "", backend=ev.backend,
                       source_hash=ev.snapshot, seconds=round(ev.seconds, 3), phases=ev.phases)
 
 
