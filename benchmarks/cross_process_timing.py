@@ -11,8 +11,9 @@ ahead. Compared per size of a device copy:
     runner     b - a, as the runner reports it
     judge      B - A minus the median of the same chain with an empty call (the cross-process overhead)
 
-`--sandboxed` starts the runner in its own pid, mount and network namespaces with Landlock, as the
-evaluation does. Figures go to benchmarks/results/cross_process_timing.json.
+The runner runs in its own pid, mount and network namespaces with Landlock, as in an evaluation. Four
+variants: the runner queues the whole batch ahead, or one call at a time (`lockstep`: it waits for each
+call's end before queuing the next); the copy on the runner's stream, or on a side stream joined back. Figures go to benchmarks/results/cross_process_timing.json.
 """
 
 from __future__ import annotations
@@ -68,21 +69,29 @@ def runner(fd: int) -> None:
         n, base, nbytes = msg["n"], msg["base"], msg["bytes"]
         src = arena.tensor(0, (max(nbytes, 1),), torch.uint8)
         dst = arena.tensor(ARENA // 2, (max(nbytes, 1),), torch.uint8)
+        side = torch.cuda.Stream()
         pairs = []
         for k in range(n):
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             sm.wait_value(stream, arena.word_address(sm.GO_WORD), base + k)
             a.record(stream)
-            if nbytes:
+            if nbytes and msg["side"]:
+                side.wait_stream(stream)
+                with torch.cuda.stream(side):
+                    dst.copy_(src)
+                stream.wait_stream(side)
+            elif nbytes:
                 dst.copy_(src)
             b.record(stream)
             sm.write_value(stream, arena.word_address(sm.DONE_WORD), base + k)
             pairs.append((a, b))
+            if msg["lockstep"]:
+                b.synchronize()
         torch.cuda.synchronize()
         send(sock, {"us": [a.elapsed_time(b) * 1e3 for a, b in pairs]})
 
 
-def judge(sandboxed: bool) -> dict:
+def judge(sandboxed: bool, lockstep: bool = False, side: bool = False) -> dict:
     device = torch.device("cuda", 0)
     arena = sm.Arena.create(ARENA, device)
     parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -119,7 +128,7 @@ def judge(sandboxed: bool) -> dict:
         n = 200
         base = seq + 1
         t0 = time.perf_counter()
-        send(parent, {"op": "run", "n": n, "base": base, "bytes": nbytes})
+        send(parent, {"op": "run", "n": n, "base": base, "bytes": nbytes, "lockstep": lockstep, "side": side})
         pairs = []
         for k in range(n):
             torch.sum(flush_buf, dim=0, out=flush_out)
@@ -149,21 +158,21 @@ def judge(sandboxed: bool) -> dict:
             r["judge_vs_truth"] = r["judge_net_us"] / r["truth_us"] - 1
             r["runner_vs_truth"] = r["runner_us"] / r["truth_us"] - 1
     arena.close()
-    return {"sandboxed": sandboxed, "runner_pid_seen": ready.get("pid"), "rows": rows}
+    return {"sandboxed": sandboxed, "lockstep": lockstep, "side_stream": side, "runner_pid_seen": ready.get("pid"),
+            "rows": rows}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runner-fd", type=int)
-    ap.add_argument("--sandboxed", action="store_true")
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/cross_process_timing.json"))
     args = ap.parse_args()
     if args.runner_fd is not None:
         runner(args.runner_fd)
         return
-    results = [judge(False), judge(True)] if not args.sandboxed else [judge(True)]
+    results = [judge(True, lockstep, side) for lockstep in (False, True) for side in (False, True)]
     for res in results:
-        print(f"sandboxed={res['sandboxed']} runner pid {res['runner_pid_seen']}")
+        print(f"sandboxed={res['sandboxed']} lockstep={res['lockstep']} side_stream={res['side_stream']}")
         print(f"{'MB':>5} {'truth':>9} {'runner':>9} {'judge raw':>10} {'p10':>8} {'p90':>8} {'judge net':>10} "
               f"{'j/t-1':>7} {'r/t-1':>7}")
         for r in res["rows"]:

@@ -35,7 +35,9 @@ def test_the_expert_solution_is_correct_on_every_config_and_beats_the_baseline(t
     assert result.status == "ok", result.message
     assert all(c.status == "pass" for c in result.configs)
     assert result.timing_comparable and result.speedup is not None and result.speedup > 1.0
-    assert all(c.candidate.method == "cuda_graph" for c in result.configs), "expert solutions are capturable"
+    assert all(c.candidate.method == "gated_events" and c.candidate.judged_us is not None for c in result.configs)
+    caught = [f.flag() for c in result.configs for f in c.integrity if f.caught]
+    assert not caught, caught
 
 
 @pytest.mark.parametrize("task", [t for t in SUITE if t.spec.baseline], ids=lambda t: t.id)
@@ -92,23 +94,43 @@ def test_careful_timing_meets_its_stopping_rule_on_a_large_config(tmp_path: Path
 VADD = Path(__file__).parent / "fixtures/tasks/triton2triton/vadd"
 
 
-def test_work_left_on_an_unjoined_side_stream_is_caught_by_the_timed_recheck(tmp_path: Path) -> None:
+def vadd_with_a_large_config(tmp_path: Path) -> Task:
+    """The vadd fixture with a config large enough (~190 us) for the timing bound to resolve."""
     from crucible.toolkit.task import load_task
 
-    result = on_gpu(load_task(VADD), PLANTED / "vadd_side_stream.py", tmp_path, configs=["big"])
-    assert result.status == "incorrect", result.message
-    assert "timed runs" in result.message
+    folder = tmp_path / "vadd"
+    shutil.copytree(VADD, folder)
+    with open(folder / "hidden.toml", "a") as f:
+        f.write('\n[[configs]]\nname = "huge"\nN = 67108864\ndtype = "float32"\n')
+    return load_task(folder)
 
 
-def test_a_joined_side_stream_is_timed_in_full_by_graph_replay(tmp_path: Path) -> None:
-    from crucible.toolkit.task import load_task
+def test_work_left_on_an_unjoined_side_stream_is_caught(tmp_path: Path) -> None:
+    # Either the judge copies the sampled outputs before the side stream wrote them (timed_recheck), or the
+    # side stream ran inside the judge's events and the reported time falls short of them (timing_bound).
+    task = vadd_with_a_large_config(tmp_path)
+    result = on_gpu(task, PLANTED / "vadd_side_stream.py", tmp_path, configs=["huge"], integrity="full")
+    found = {f.defence for c in result.configs for f in c.integrity}
+    assert result.status == "incorrect" or found & {"timed_recheck", "timing_bound"}, (result.message, found)
 
-    result = on_gpu(load_task(VADD), PLANTED / "vadd_side_stream_joined.py", tmp_path, configs=["big"],
-                    timing="careful")
+
+def test_a_joined_side_stream_is_timed_in_full(tmp_path: Path) -> None:
+    task = vadd_with_a_large_config(tmp_path)
+    result = on_gpu(task, PLANTED / "vadd_side_stream_joined.py", tmp_path, configs=["huge"], timing="careful")
     assert result.status == "ok", result.message
     cand, base = result.configs[0].candidate, result.configs[0].baseline
-    assert cand.method == "cuda_graph" and cand.input_sets >= 2
+    assert cand.method == "gated_events"
     assert cand.median_us > 0.7 * base.median_us  # the same work as the baseline, not hidden from the timer
+    assert not result.configs[0].integrity, result.configs[0].integrity
+
+
+def test_the_judges_clock_agrees_with_the_runners_report_on_an_honest_kernel(tmp_path: Path) -> None:
+    task = find_task("triton2triton/softmax")
+    big = max(task.spec.configs, key=lambda c: c.values["M"] * c.values["N"])
+    result = on_gpu(task, task.file(task.spec.solution), tmp_path, configs=[big.name], timing="careful")
+    for stats in (result.configs[0].candidate, result.configs[0].baseline):
+        assert stats.median_us > 50, stats
+        assert abs(stats.judged_us / stats.median_us - 1) < 0.05, stats
 
 
 def test_timing_covers_a_joined_side_stream_and_falls_back_when_capture_is_impossible() -> None:

@@ -9,8 +9,8 @@ it. Every other job runs sandboxed.
 """
 
 JOBS: dict[str, str] = {
-    "evaluate": "crucible.toolkit.judge.evaluate:run_evaluation",
-    "compile": "crucible.toolkit.judge.evaluate:run_compile",
+    "evaluate": "crucible.toolkit.judge.jobs:run_evaluation",
+    "compile": "crucible.toolkit.judge.jobs:run_compile",
     "ncu": "crucible.toolkit.ncu:run_ncu_job",
     "calibrate": "crucible.toolkit.calibration:run_calibration",
     "validate_reference": "crucible.toolkit.validation:run_reference_checks",

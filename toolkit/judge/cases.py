@@ -86,8 +86,18 @@ class Fresh:
         self.count += 1
         return FreshCall(self.count % self.SETS, *draw_affine(self.rng))  # type: ignore[arg-type]
 
+    def fill(self, into: list[torch.Tensor], call: FreshCall) -> None:
+        """Write the call's inputs into `into` in place (no allocation: this runs before every timed call)."""
+        for spec, dst, raw in zip(self.task.spec.signature.inputs, into, self.bases[call.base], strict=True):
+            dst.copy_(raw)
+            if spec.perturb and dst.dtype.is_floating_point:
+                dst.mul_(call.scale).add_(call.offset)
+
     def inputs(self, call: FreshCall) -> list[torch.Tensor]:
-        return perturbed(self.task, self.bases[call.base], call.scale, call.offset)
+        """The same inputs again, in tensors of their own (to check a sampled call)."""
+        out = [torch.empty_like(t) for t in self.bases[call.base]]
+        self.fill(out, call)
+        return out
 
 
 class Layout:

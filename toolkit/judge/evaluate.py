@@ -18,7 +18,6 @@ memory the judge owns a copy of, and times are bounded by the judge's own events
 from __future__ import annotations
 
 import math
-import os
 import random
 import statistics
 import time
@@ -50,8 +49,8 @@ from ..shared_memory import Arena, reset_persisting_l2
 from ..task import Config, Task, load_task, resolve_dtype, task_metrics
 from ..timing import CAREFUL, QUICK, TimingOptions, _done, summarize
 from .cases import Case, Fresh, Layout, params_of
-from .link import CandidateFailed, ProtocolViolation, RunnerEnded, RunnerLink, runner_limits
-from .timing import Subject, handshake_overhead_us, run_batch
+from .link import CandidateFailed, ProtocolViolation, RunnerEnded, RunnerLink, Runners
+from .timing import Subject, handshake_overhead_us, run_batch, trusted_overhead_us
 
 BOUND_GPU = (0.85, 3.0)
 """On a GPU a reported median under 85% of the judge's own (net) median, less 3 us, is flagged: the
@@ -139,34 +138,21 @@ class Bench:
 
 
 class Evaluation:
-    def __init__(self, job: EvalJob, progress: Callable[[dict], None]) -> None:
+    def __init__(self, job: EvalJob, progress: Callable[[dict], None], runners: Runners) -> None:
         self.job, self.progress = job, progress
         self.laps = Laps()
-        self.deadline = time.monotonic() + job.runner_timeout_s
+        self.laps.clock = runners.started
         self.device = torch.device("cuda", 0) if job.backend == "cuda" else torch.device("cpu")
-        self.limits = runner_limits(job.runner_timeout_s, job.memory_mb, job.max_processes)
-        self.gpu = os.environ.get("CUDA_VISIBLE_DEVICES") if job.backend == "cuda" else None
         self.results: dict[str, ConfigResult] = {}
         self.kernels: dict[str, list[dict]] = {}
         self.ended: RunnerEnded | None = None
         self.lost: str | None = None  # the config whose CUDA error left the candidate's context unusable
-        self.links: list[RunnerLink] = []
-        # The runners import torch while the judge loads the task and the reference.
-        self.candidate = self._start("candidate", [job.snapshot_root, job.candidate.path])
-        self.baseline = None
-        if job.timing != "none" and job.baseline is not None:
-            extra = [job.baseline.path] + ([job.compiled_baseline.path] if job.compiled_baseline else [])
-            self.baseline = self._start("baseline", extra)
+        self.links = runners.links
+        self.candidate, self.baseline = runners.candidate, runners.baseline
         self.task = load_task(Path(job.task_root))
         self.ref = import_reference(self.task)
         self.info = device_info(self.device)
         self.rng = random.SystemRandom()
-
-    def _start(self, role: str, readable: list[str]) -> RunnerLink:
-        link = RunnerLink.start(role, backend=self.job.backend, gpu=self.gpu, limits=self.limits,  # type: ignore[arg-type]
-                                readable=readable, deadline=self.deadline)
-        self.links.append(link)
-        return link
 
     # ------------------------------------------------------------------ the job
 
@@ -430,7 +416,7 @@ class Evaluation:
             for s in subjects:  # warm-up: JIT compiles, autotuning, clocks
                 run_batch(s, fresh, params, 3, flush, self.rng, checked=False)
                 s.bound.reported_us.clear(), s.bound.judged_us.clear()
-            overhead = handshake_overhead_us(trusted, flush)
+            overhead = None if trusted is not subjects[0] else handshake_overhead_us(trusted, flush)
             count = 8 if device.type == "cuda" else 2
             started = time.perf_counter()
             samples = {s.name: s.bound.reported_us for s in subjects}
@@ -455,6 +441,8 @@ class Evaluation:
         finally:
             for b in benches:
                 b.close()
+        if overhead is None:  # the baseline's runner is trusted: its own report calibrates the chain
+            overhead = trusted_overhead_us(trusted) or 0.0
         stats = {s.name: self._stats(s, overhead) for s in subjects}
         cand = stats["candidate"]
         findings += found
@@ -587,43 +575,19 @@ def kernel_breakdown(prof: Profiled) -> list[dict]:
     return [r.model_copy(update={"share": r.total_us / grand}).model_dump() for r in rows[:30]]
 
 
-def run_evaluation(payload: dict, progress: Callable[[dict], None]) -> dict:
-    """Judge job "evaluate" (payload: an EvalJob)."""
-    try:
-        return Evaluation(EvalJob.model_validate(payload), progress).run()
-    except InfraError as exc:
-        return {"infra": str(exc)}
-
-
-def run_compile(payload: dict, progress: Callable[[dict], None]) -> dict:
-    """Judge job "compile" (payload: a CompileJob): trace a Triton candidate's launches on one small call
-    in a runner and compile each for the target. Returns {"kernels", "diagnostics", "log"}."""
-    job = CompileJob.model_validate(payload)
+def trace(job: CompileJob, link: RunnerLink, progress: Callable[[dict], None]) -> dict:
+    """The compile tool's trace: one call on the config's seed-0 inputs, its Triton launches compiled."""
     device = torch.device("cuda", 0) if job.backend == "cuda" else torch.device("cpu")
-    deadline = time.monotonic() + job.runner_timeout_s
-    link = RunnerLink.start("candidate", backend=job.backend, gpu=os.environ.get("CUDA_VISIBLE_DEVICES"),
-                            limits=runner_limits(job.runner_timeout_s, job.memory_mb, job.max_processes),
-                            readable=[job.snapshot_root, job.candidate.path], deadline=deadline)
     task = load_task(Path(job.task_root))
-    ref = import_reference(task)
     config = task.config(job.config)
-    case = Case(task, ref, config, 0, device)
+    case = Case(task, import_reference(task), config, 0, device)
+    link.ask(Load(name="candidate", kernel=job.candidate, signature=signature_of(task)), Done)
+    bench = Bench(link, Layout(task, config, case.inputs), device)
     try:
-        link.ask(Load(name="candidate", kernel=job.candidate, signature=signature_of(task)), Done)
-        bench = Bench(link, Layout(task, config, case.inputs), device)
         for dst, src in zip(bench.inputs, case.inputs, strict=True):
             dst.copy_(src)
         progress({"stage": "trace"})
         traced = link.ask(Trace(kernel="candidate", arch=job.arch, params=case.params), Traced)
-        bench.close()
-        return {"kernels": traced.kernels, "diagnostics": traced.diagnostics, "log": traced.log}
-    except CandidateFailed as exc:
-        return {"kernels": [], "log": exc.error, "diagnostics": [
-            {"file": Path(job.candidate.path).name, "line": None, "column": None, "severity": "error",
-             "message": exc.error.strip().splitlines()[-1][:2000] if exc.error.strip() else "the candidate failed"}]}
-    except (RunnerEnded, ProtocolViolation) as exc:
-        return {"kernels": [], "log": link.output(), "diagnostics": [
-            {"file": Path(job.candidate.path).name, "line": None, "column": None, "severity": "error",
-             "message": f"tracing the kernels failed: {exc}"}]}
     finally:
-        link.close()
+        bench.close()
+    return {"kernels": traced.kernels, "diagnostics": traced.diagnostics, "log": traced.log}

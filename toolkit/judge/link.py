@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import select
 import shutil
 import signal
@@ -32,7 +33,7 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from ..protocol import MAX_MESSAGE_BYTES, REPLY, Done, Failed, Hello, Ready, Stop
+from ..protocol import MAX_MESSAGE_BYTES, REPLY, CompileJob, Done, EvalJob, Failed, Hello, Ready, Stop
 from ..sandbox import RunCgroup, launch_prefix, probe, runner_readable
 from ..worker import SIGNAL_HINTS, TAIL_CHARS, WorkerLimits, _child_env, _pump, _signal_name, _Tail
 
@@ -229,4 +230,31 @@ class RunnerLink:
 
 def runner_limits(timeout_s: float, memory_mb: int, max_processes: int) -> WorkerLimits:
     return WorkerLimits(timeout_s=timeout_s, memory_mb=memory_mb, max_processes=max_processes)
+
+
+class Runners:
+    """The runners of one job, started before the judge imports torch so that both start-ups overlap."""
+
+    def __init__(self, job: EvalJob | CompileJob, *, timing: bool) -> None:
+        self.started = time.perf_counter()
+        deadline = time.monotonic() + job.runner_timeout_s
+        limits = runner_limits(job.runner_timeout_s, job.memory_mb, job.max_processes)
+        gpu = os.environ.get("CUDA_VISIBLE_DEVICES") if job.backend == "cuda" else None
+
+        def start(role: str, readable: list[str]) -> RunnerLink:
+            link = RunnerLink.start(role, backend=job.backend, gpu=gpu, limits=limits, readable=readable,  # type: ignore[arg-type]
+                                    deadline=deadline)
+            self.links.append(link)
+            return link
+
+        self.links: list[RunnerLink] = []
+        self.candidate = start("candidate", [job.snapshot_root, job.candidate.path])
+        self.baseline: RunnerLink | None = None
+        if timing and isinstance(job, EvalJob) and job.baseline is not None:
+            extra = [job.baseline.path] + ([job.compiled_baseline.path] if job.compiled_baseline else [])
+            self.baseline = start("baseline", extra)
+
+    def close(self) -> None:
+        for link in self.links:
+            link.close()
 

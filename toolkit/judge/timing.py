@@ -3,8 +3,8 @@
 On a GPU, per call, the judge's stream and the runner's stream interleave through the arena's handshake
 words (toolkit/shared_memory.py); both processes queue a whole batch ahead:
 
-    judge stream:   refill inputs (fresh contents) -> poison outputs -> flush L2 -> event A -> go = k
-                    -> wait done >= k -> event B -> [sampled: copy the outputs aside]
+    judge stream:   refill inputs (fresh contents) -> flush L2 -> gate -> event A -> poison outputs
+                    -> go = k -> wait done >= k -> event B -> [sampled: copy the outputs aside]
     runner stream:  wait go >= k -> event a -> the call -> event b -> done = k
 
     reported  = b - a          the runner's claim (no launch gaps: everything was queued while gated)
@@ -33,6 +33,9 @@ from ..shared_memory import DONE_WORD, GO_WORD, Arena, wait_value, write_value
 from .cases import Fresh, FreshCall
 from .link import ProtocolViolation, RunnerLink
 
+GATE_US = 150
+"""Before each timed call the judge's stream idles this long, so the runner (which queues one call at a
+time) has queued the call before `go`: no host latency of the runner inside the judge's events."""
 SAMPLE_EVERY = 6
 """About one timed call in this many has its outputs checked (at least one per batch)."""
 UNBLOCK = 0xFFFFFFFF
@@ -78,19 +81,19 @@ class Subject:
 
 
 def _flusher(device: torch.device) -> Callable[[], None]:
+    """Flush the L2 (read twice its size), then hold the stream for the gate."""
     if device.type != "cuda":
         return lambda: None
-    size = max(2 * int(torch.cuda.get_device_properties(device).L2_cache_size), 1 << 20)
+    props = torch.cuda.get_device_properties(device)
+    size = max(2 * int(props.L2_cache_size), 1 << 20)
     buf = torch.ones(size // 4, dtype=torch.int32, device=device)
     out = torch.empty((), dtype=torch.int64, device=device)
-    return lambda: torch.sum(buf, dim=0, out=out)
+    cycles = int(GATE_US * 1e-6 * getattr(props, "clock_rate", 1_980_000) * 1e3)  # clock_rate is in kHz
 
-
-def _fill(subject: Subject, fresh: Fresh, call: FreshCall) -> None:
-    for dst, src in zip(subject.inputs, fresh.inputs(call), strict=True):
-        dst.copy_(src)
-    for t in subject.outputs:
-        poison_(t)
+    def flush() -> None:
+        torch.sum(buf, dim=0, out=out)
+        torch.cuda._sleep(cycles)
+    return flush
 
 
 def gpu_batch(subject: Subject, fresh: Fresh | None, params: dict, count: int, flush: Callable[[], None],
@@ -108,10 +111,12 @@ def gpu_batch(subject: Subject, fresh: Fresh | None, params: dict, count: int, f
         for k in range(count):
             call = fresh.draw() if fresh else None
             if fresh and call:
-                _fill(subject, fresh, call)
+                fresh.fill(subject.inputs, call)
             flush()
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             a.record(stream)
+            for t in subject.outputs:
+                poison_(t)
             write_value(stream, go, first + k)
             wait_value(stream, done, first + k)
             b.record(stream)
@@ -141,7 +146,9 @@ def cpu_batch(subject: Subject, fresh: Fresh | None, params: dict, count: int, s
     for k in range(count):
         call = fresh.draw() if fresh else None
         if fresh and call:
-            _fill(subject, fresh, call)
+            fresh.fill(subject.inputs, call)
+        for t in subject.outputs:
+            poison_(t)
         subject.seq += 1
         t0 = time.perf_counter()
         reply = subject.link.ask(Call(kernel=subject.kernel, seq=subject.seq, params=params), Called)
@@ -165,8 +172,16 @@ def run_batch(subject: Subject, fresh: Fresh | None, params: dict, count: int, f
         cpu_batch(subject, fresh, params, count, sample)
 
 
+def trusted_overhead_us(subject: Subject) -> float | None:
+    """What the chain adds to a call, from a trusted runner's timed calls (the baseline's): its judged time
+    less its own (honest) report. Better than an empty call's: a call with a kernel costs the handshake a
+    few microseconds more than an empty one."""
+    pairs = list(zip(subject.bound.judged_us, subject.bound.reported_us, strict=True))
+    return statistics.median(j - r for j, r in pairs) if pairs else None
+
+
 def handshake_overhead_us(subject: Subject, flush: Callable[[], None], count: int = 24) -> float:
-    """The judged time of an empty call through a trusted runner: what the chain itself costs."""
+    """The judged time of an empty call: what the chain itself costs (when there is no trusted runner)."""
     empty = Subject("handshake", subject.link, subject.arena, subject.inputs, subject.outputs, None,
                     subject.counter)
     run_batch(empty, None, {}, count, flush, random.Random(0), checked=False)
