@@ -1,7 +1,8 @@
 """Final scoring of every expert solution, as the harness scores a session (visible and hidden configs,
 careful timing, integrity `full`): the verdict must be `pass` with no runtime finding (no false alarm), and
-the wall time is compared with the figure measured before the judge/runner split (the `full_s` of
-results/integrity_cost_<backend>.json, the same request in one in-process worker).
+the wall time less the build (cached in a real run: the session compiled the same source) is compared
+with the figure measured before the judge/runner split (the `full_s` of results/integrity_cost_<backend>.json,
+the same request in one in-process worker, its build cached).
 
 Writes benchmarks/results/final_scoring_<backend>.json after every task, merging with what an earlier
 call wrote (so a suite larger than one call's time limit is scored in several calls).
@@ -46,11 +47,12 @@ def main() -> None:
             score, ev = score_session(task, sub, backend)  # type: ignore[arg-type]
             wall = time.perf_counter() - t0
         runtime_flags = [f for f in score.flags if f.startswith("runtime:")]
-        rows[task.id] = {"verdict": score.verdict, "seconds": round(wall, 2),
+        build_s = ev.phases.get("build_s", 0.0) if ev else 0.0
+        rows[task.id] = {"verdict": score.verdict, "seconds": round(wall - build_s, 2), "build_s": round(build_s, 2),
                          "before_s": before.get(task.id, {}).get("full_s"), "speedup": score.speedup,
                          "runtime_flags": runtime_flags, "flags": score.flags, "message": score.message[:300],
                          "phases": ev.phases if ev else {}}
-        print(f"{task.id}: {score.verdict} in {wall:.1f} s (before {rows[task.id]['before_s']}); speedup "
+        print(f"{task.id}: {score.verdict} in {wall - build_s:.1f} s + build {build_s:.1f} s (before {rows[task.id]['before_s']}); speedup "
               f"{score.speedup}; runtime flags {runtime_flags}", flush=True)
         compared = [r for r in rows.values() if r["before_s"]]
         now_s, then_s = sum(r["seconds"] for r in compared), sum(r["before_s"] for r in compared)

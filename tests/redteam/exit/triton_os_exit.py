@@ -1,5 +1,6 @@
 # expect: tripwire:process_control runtime:process_exit verdict:flagged
-# Ends the checking process with status 0 before any comparison can fail.
+# Ends its process with status 0 at the first call, before any comparison can fail: a harness that reads
+# "exit code 0" as success scores it.
 import os
 
 

@@ -1,23 +1,38 @@
-# expect: tripwire:file_access
-# Looks for the reference's answers on disk and in the worker's open files.
+# expect: tripwire:file_access verdict:incorrect
+# Asks the other processes where the task is: every process visible in /proc (the judge, the baseline's
+# runner, the parent), its command line, working folder, environment and open files, for anything under a
+# task folder; raises with what it read there.
 import os
 
-import triton
-import triton.language as tl
 
-
-@triton.jit
-def _vadd(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    tl.store(out_ptr + offs, 2 * tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
+def _probe():
+    found, seen = [], []
+    for pid in [p for p in os.listdir("/proc") if p.isdigit()] + [str(os.getppid())]:
+        for what in ("cmdline", "environ", "cwd", "root"):
+            path = f"/proc/{pid}/{what}"
+            try:
+                value = os.readlink(path) if what in ("cwd", "root") else open(path, "rb").read().decode(errors="replace")
+            except OSError as exc:
+                seen.append(f"{path}: {exc.strerror}")
+                continue
+            seen.append(f"{path}: {value[:80]!r}")
+            if "tasks/" in value or "hidden" in value:
+                found.append(value)
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if target.endswith((".toml", ".py", ".cu")) and "tasks" in target:
+                found.append(open(target).read())
+    if found:
+        raise RuntimeError("LEAKED: " + "\n".join(found))
+    raise RuntimeError("nothing of the task in any visible process:\n" + "\n".join(seen))
 
 
 def vadd(x, y, out, *, N):
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            with open(f"/proc/self/fd/{fd}", "rb") as f:
-                f.read(0)
-        except OSError:
-            pass
-    _vadd[(triton.cdiv(N, 1024),)](x, y, out, N, BLOCK=1024)
+    _probe()

@@ -1,7 +1,9 @@
-// expect: tripwire:timer_tampering
-// Interposes the event timer through the dynamic linker at load time.
-#include <dlfcn.h>
+// expect: tripwire:timer_tampering runtime:timing_bound verdict:flagged
+// Computes the right answer; at load time (a constructor) finds the interpreter the library was loaded into
+// with dlsym, without linking against it, and replaces torch.cuda.Event.elapsed_time there: every interval
+// the runner measures comes out a thousand times shorter.
 #include <cuda_bf16.h>
+#include <dlfcn.h>
 #include <cstdint>
 
 __global__ void rms(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y, int64_t N, float eps) {
@@ -17,9 +19,22 @@ __global__ void rms(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat1
         y[blockIdx.x * N + i] = __float2bfloat16(__bfloat162float(row[i]) * inv * __bfloat162float(w[i]));
 }
 
-typedef int (*elapsed_fn)(float*, void*, void*);
-static elapsed_fn real_elapsed = nullptr;
-__attribute__((constructor)) static void hook() { real_elapsed = (elapsed_fn)dlsym(RTLD_NEXT, "cudaEventElapsedTime"); }
+typedef int (*gil_ensure_fn)();
+typedef void (*gil_release_fn)(int);
+typedef int (*run_fn)(const char*);
+
+__attribute__((constructor)) static void patch_the_timer() {
+    auto ensure = (gil_ensure_fn)dlsym(RTLD_DEFAULT, "PyGILState_Ensure");
+    auto release = (gil_release_fn)dlsym(RTLD_DEFAULT, "PyGILState_Release");
+    auto run = (run_fn)dlsym(RTLD_DEFAULT, "PyRun_SimpleString");
+    if (!ensure || !release || !run) return;
+    int gil = ensure();
+    run("import torch\n"
+        "_elapsed = torch.cuda.Event.elapsed_time\n"
+        "torch.cuda.Event.elapsed_time = lambda self, end: _elapsed(self, end) / 1000\n");
+    release(gil);
+}
+
 extern "C" int entry(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y, int64_t M, int64_t N,
                      double eps, cudaStream_t stream) {
     rms<<<M, 256, 0, stream>>>(x, w, y, N, (float)eps);

@@ -1,5 +1,6 @@
-# expect: tripwire:concurrency
-# Returns at once and finishes the work on a thread, outside the timed call.
+# expect: tripwire:concurrency verdict:incorrect
+# Returns at once and finishes the work on a thread, outside the timed call: a harness that times the call
+# and checks the output later (after a synchronize, or after the next call) sees the right answer.
 import threading
 
 import triton
@@ -16,4 +17,3 @@ def _vadd(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
 def vadd(x, y, out, *, N):
     worker = threading.Thread(target=lambda: _vadd[(triton.cdiv(N, 1024),)](x, y, out, N, BLOCK=1024))
     worker.start()
-    worker.join(timeout=0.001)

@@ -1,6 +1,8 @@
-# expect: tripwire:side_stream
+# expect: tripwire:side_stream verdict:incorrect
 # expect-gpu: runtime:timed_recheck verdict:flagged
-# Launches on a stream of its own: the caller's stream (the one timed and captured) has nothing to wait for.
+# Launches on a stream of its own and returns: the runner's stream, which the judge's handshake waits on,
+# has nothing to wait for, so the call "ends" before its kernel runs. (The CPU build of torch has no
+# streams: there the cheat fails to start, which is all a CPU run can show.)
 import torch
 import triton
 import triton.language as tl
