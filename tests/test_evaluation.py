@@ -140,3 +140,13 @@ def test_a_pooled_evaluation_gives_the_same_verdicts(tmp_path: Path) -> None:
         assert evaluate(task, good, QUICK, pool=pool).status == "ok"
     finally:
         pool.close()
+
+
+def test_a_kernel_right_on_the_checked_calls_and_wrong_on_timed_ones_fails_on_its_timed_inputs(
+        tmp_path: Path) -> None:
+    # Every timed call's inputs are fresh and some are checked after the fact; the judge calls the kernel
+    # again, checked, on a wrong call's inputs: wrong again, so it is wrong (not a timing trick).
+    result = run(tmp_path, PLANTED / "vadd_right_then_wrong.py",
+                 QUICK.model_copy(update={"configs": ["small"], "seeds": 1}))
+    assert result.status == "incorrect", result.message
+    assert "drawn for a timed call" in result.message

@@ -71,6 +71,10 @@ BOOKKEEPING_OPS = {
 """Host ops that move or shape memory without computing; every other aten op is PyTorch doing the work."""
 
 
+RECHECKS = 8
+"""How many sampled timed calls of a config the judge checks (about one in six is sampled)."""
+
+
 class InfraError(Exception):
     """Our side failed (the baseline's runner, the reference): never the candidate's fault."""
 
@@ -430,7 +434,7 @@ class Evaluation:
                 rep += 1
             self.laps.lap("timing_s")
             findings = list(result.integrity)
-            found = self._recheck(config, fresh, subjects[0]) if checked else []
+            found, merely_wrong = self._recheck(config, fresh, subjects[0], cand_bench) if checked else ([], None)
             self.laps.lap("recheck_s")
         except (CandidateFailed, ProtocolViolation) as exc:
             self._fail(config, exc, "timing failed: ")
@@ -451,7 +455,10 @@ class Evaluation:
         update: dict[str, Any] = {"candidate": cand, "baseline": stats.get("baseline"),
                                   "compiled": stats.get("compiled"), "integrity": _unique(findings)}
         wrong = [f for f in found if f.defence in ("timed_recheck", "stale_results")]
-        if wrong:
+        if merely_wrong:
+            update.update(status="fail", message="wrong on an input drawn for a timed call (called again, checked: "
+                          f"the same answer): {merely_wrong}")
+        elif wrong:
             update.update(status="fail", message=wrong[0].evidence)
         floor = 1e-3  # a claimed time of zero must not make an infinite speedup
         if "baseline" in stats:
@@ -470,29 +477,39 @@ class Evaluation:
         return stats.model_copy(update={"judged_us": judged, "overhead_us": overhead,
                                         "input_sets": Fresh.SETS})
 
-    def _recheck(self, config: Config, fresh: Fresh, subject: Subject) -> list[IntegrityFinding]:
-        """The sampled timed calls against the reference on their own (fresh) inputs; the first two also
-        against the float64 oracle."""
+    def _recheck(self, config: Config, fresh: Fresh, subject: Subject,
+                 bench: Bench) -> tuple[list[IntegrityFinding], str | None]:
+        """The sampled timed calls against the reference on their own (fresh) inputs; the first also against
+        the float64 oracle. A wrong timed call is called again, checked, on the same inputs: wrong again, the
+        kernel is merely wrong on that draw (the config fails, no cheat is claimed); right this time, the timed
+        path computed something else (timed_recheck), or the previous call's answer (stale_results)."""
         names = [o.name for o in self.task.spec.signature.outputs]
         params = params_of(self.task, config)
         found: list[IntegrityFinding] = []
-        for i, sample in enumerate(subject.bound.samples[:16]):
+        merely_wrong = None
+        for i, sample in enumerate(subject.bound.samples[:RECHECKS]):
             inputs = fresh.inputs(sample.call)
             refs = reference_outputs(self.ref, inputs, params)
             wrong = self._first_wrong(config, sample.outputs, refs)
             if wrong:
+                checked, _ = self._checked_call(bench, inputs, params)
+                again = self._first_wrong(config, checked, refs)
+                if again:
+                    merely_wrong = again
+                    break
                 stale = sample.previous is not None and self._first_wrong(
                     config, sample.outputs, reference_outputs(self.ref, fresh.inputs(sample.previous), params)) is None
                 found.append(finding(
                     "stale_results" if stale else "timed_recheck", config.name,
                     (f"a timed call answered the previous call's inputs, not its own: {wrong}. Compute from the "
                      "inputs on every call; never keep results between calls") if stale else
-                    f"a timed call (fresh inputs, checked after the fact) computed a wrong result: {wrong}"))
+                    f"a timed call (fresh inputs, checked after the fact) computed a wrong result where a checked "
+                    f"call on the same inputs was right: {wrong}"))
                 break
-            if i < 2 and self.job.integrity != "off":
+            if i == 0 and self.job.integrity != "off":
                 found += self._precision(inputs, params, sample.outputs, refs, names, config.name)
         subject.bound.samples.clear()
-        return _unique(found)
+        return _unique(found), merely_wrong
 
     def _first_wrong(self, config: Config, outs: list[torch.Tensor], refs: list[torch.Tensor]) -> str | None:
         for spec, out, r in zip(self.task.spec.signature.outputs, outs, refs, strict=True):

@@ -3,8 +3,9 @@
 On a GPU, per call, the judge's stream and the runner's stream interleave through the arena's handshake
 words (toolkit/shared_memory.py); both processes queue a whole batch ahead:
 
-    judge stream:   refill inputs (fresh contents) -> flush L2 -> gate -> event A -> poison outputs
-                    -> go = k -> wait done >= k -> event B -> [sampled: copy the outputs aside]
+    judge stream:   refill inputs (fresh contents) -> poison outputs -> flush L2 -> gate -> event A
+                    -> poison a few random output elements -> go = k -> wait done >= k -> event B
+                    -> [sampled: copy the outputs aside]
     runner stream:  wait go >= k -> event a -> the call -> event b -> done = k
 
     reported  = b - a          the runner's claim (no launch gaps: everything was queued while gated)
@@ -96,6 +97,22 @@ def _flusher(device: torch.device) -> Callable[[], None]:
     return flush
 
 
+SPOTS = 32
+
+
+def _spot_poison(t: torch.Tensor) -> None:
+    """Poison SPOTS random elements (positions drawn on the device, unseen by the runner)."""
+    if t.numel():
+        flat = t.view(-1)
+        flat.index_fill_(0, torch.randint(0, flat.numel(), (SPOTS,), device=t.device), _poison_value(t))
+
+
+def _poison_value(t: torch.Tensor) -> float | int | bool:
+    if t.dtype.is_floating_point:
+        return float("nan")
+    return True if t.dtype == torch.bool else torch.iinfo(t.dtype).max
+
+
 def gpu_batch(subject: Subject, fresh: Fresh | None, params: dict, count: int, flush: Callable[[], None],
               sample: set[int]) -> None:
     """Queue `count` gated calls on both sides, collect both measures; on any failure release the judge's
@@ -112,11 +129,13 @@ def gpu_batch(subject: Subject, fresh: Fresh | None, params: dict, count: int, f
             call = fresh.draw() if fresh else None
             if fresh and call:
                 fresh.fill(subject.inputs, call)
+            for t in subject.outputs:
+                poison_(t)
             flush()
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             a.record(stream)
             for t in subject.outputs:
-                poison_(t)
+                _spot_poison(t)
             write_value(stream, go, first + k)
             wait_value(stream, done, first + k)
             b.record(stream)
