@@ -85,10 +85,11 @@ class TimingStats(Model):
     comparable: bool
     """False on the cpu backend: interpreter timings say nothing about GPU speed."""
     input_sets: int = 1
-    """How many input sets the repetitions rotated through (enough to overflow the L2)."""
+    """How many input sets the repetitions used: with the judge's timer every timed call had fresh inputs
+    of its own; the in-process timer (calibration) rotates a few sets that overflow the L2."""
     overhead_us: float = 0
-    """What an empty call measures: the judge's handshake with a runner (subtracted from `judged_us`), or
-    the in-process timer's empty region (subtracted from every repetition)."""
+    """Subtracted: what an empty region measures (the runner's events around nothing, taken off every
+    reported time), plus for `judged_us` the judge's handshake with the runner."""
     judged_us: float | None = None
     """The judge's own median per call, from its clock around the runner's work, net of `overhead_us`:
     the bound the reported median must agree with (else the finding `timing_bound`)."""

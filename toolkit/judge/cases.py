@@ -1,9 +1,10 @@
 """Inputs the judge makes, and the arena layout a runner sees them through.
 
     Case(task, ref, config, seed)    the reference's make_inputs with a random offset and scale per seed
-    Fresh(task, ref, config)         timed calls: every call's float inputs get a scale and offset of their
-                                     own (never seen before), drawn from a private generator; index inputs
-                                     cycle through a few sets
+    Fresh(task, ref, config)         timed calls: every call's inputs made anew by make_inputs, from a seed
+                                     (and a scale and offset) drawn by a private generator: no structure
+                                     a cache could exploit (contents that are an affine function of a few
+                                     bases would let a matmul be answered from a cached product)
     Layout(task, config)             where each input and output lives in the arena (256-byte aligned)
 """
 
@@ -66,7 +67,7 @@ def params_of(task: Task, config: Config) -> dict[str, int | float]:
 class FreshCall:
     """How one timed call's inputs were made, so the judge can make them again to check its outputs."""
 
-    base: int
+    seed: int
     scale: float
     offset: float
 
@@ -74,28 +75,26 @@ class FreshCall:
 class Fresh:
     """Inputs for timed calls: contents no call has seen before, from a generator the runner cannot see."""
 
-    SETS = 2
-
     def __init__(self, task: Task, ref: types.ModuleType, config: Config, device: torch.device):
-        self.task = task
-        self.bases = [raw_inputs(task, ref, config, 1000 + i, device) for i in range(self.SETS)]
+        self.task, self.ref, self.config, self.device = task, ref, config, device
+        self.first = raw_inputs(task, ref, config, 1000, device)
+        """The shapes and dtypes of every call's inputs (make_inputs keeps them per config)."""
         self.rng = random.SystemRandom()
-        self.count = 0
 
     def draw(self) -> FreshCall:
-        self.count += 1
-        return FreshCall(self.count % self.SETS, *draw_affine(self.rng))  # type: ignore[arg-type]
+        return FreshCall(self.rng.getrandbits(62), *draw_affine(self.rng))
 
     def fill(self, into: list[torch.Tensor], call: FreshCall) -> None:
-        """Write the call's inputs into `into` in place (no allocation: this runs before every timed call)."""
-        for spec, dst, raw in zip(self.task.spec.signature.inputs, into, self.bases[call.base], strict=True):
+        """Write the call's inputs into `into` (queued on the device; nothing waits for it)."""
+        made = raw_inputs(self.task, self.ref, self.config, call.seed, self.device)
+        for spec, dst, raw in zip(self.task.spec.signature.inputs, into, made, strict=True):
             dst.copy_(raw)
             if spec.perturb and dst.dtype.is_floating_point:
                 dst.mul_(call.scale).add_(call.offset)
 
     def inputs(self, call: FreshCall) -> list[torch.Tensor]:
         """The same inputs again, in tensors of their own (to check a sampled call)."""
-        out = [torch.empty_like(t) for t in self.bases[call.base]]
+        out = [torch.empty_like(t) for t in self.first]
         self.fill(out, call)
         return out
 

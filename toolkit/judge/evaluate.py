@@ -50,7 +50,7 @@ from ..task import Config, Task, load_task, resolve_dtype, task_metrics
 from ..timing import CAREFUL, QUICK, TimingOptions, _done, summarize
 from .cases import Case, Fresh, Layout, params_of
 from .link import CandidateFailed, ProtocolViolation, RunnerEnded, RunnerLink, Runners
-from .timing import Subject, handshake_overhead_us, run_batch, trusted_overhead_us
+from .timing import Subject, empty_call_us, run_batch, trusted_overhead_us
 
 BOUND_GPU = (0.85, 3.0)
 """On a GPU a reported median under 85% of the judge's own (net) median, less 3 us, is flagged: the
@@ -396,7 +396,7 @@ class Evaluation:
     def time(self, config: Config, opts: TimingOptions) -> None:
         task, device = self.task, self.device
         fresh = Fresh(task, self.ref, config, device)
-        layout = Layout(task, config, fresh.bases[0])
+        layout = Layout(task, config, fresh.first)
         params = params_of(task, config)
         benches: list[Bench] = []
         result = self.results[config.name]
@@ -420,7 +420,7 @@ class Evaluation:
             for s in subjects:  # warm-up: JIT compiles, autotuning, clocks
                 run_batch(s, fresh, params, 3, flush, self.rng, checked=False)
                 s.bound.reported_us.clear(), s.bound.judged_us.clear()
-            overhead = None if trusted is not subjects[0] else handshake_overhead_us(trusted, flush)
+            empty_judged, empty_reported = empty_call_us(trusted, flush)
             count = 8 if device.type == "cuda" else 2
             started = time.perf_counter()
             samples = {s.name: s.bound.reported_us for s in subjects}
@@ -445,9 +445,10 @@ class Evaluation:
         finally:
             for b in benches:
                 b.close()
-        if overhead is None:  # the baseline's runner is trusted: its own report calibrates the chain
-            overhead = trusted_overhead_us(trusted) or 0.0
-        stats = {s.name: self._stats(s, overhead) for s in subjects}
+        # The chain's cost: from the baseline's runner, which is trusted to report honestly, on calls with a
+        # kernel (a few us more than an empty one's); without a baseline, from an empty call.
+        chain = (trusted_overhead_us(trusted) if trusted is not subjects[0] else None) or empty_judged - empty_reported
+        stats = {s.name: self._stats(s, chain, empty_reported) for s in subjects}
         cand = stats["candidate"]
         findings += found
         if checked and cand.judged_us is not None:
@@ -470,12 +471,14 @@ class Evaluation:
             update["achieved_gbps"] = result.bytes / (cand.median_us * 1e-6) / 1e9
         self.results[config.name] = result.model_copy(update=update)
 
-    def _stats(self, subject: Subject, overhead: float) -> TimingStats:
+    def _stats(self, subject: Subject, chain: float, empty: float) -> TimingStats:
+        """The reported times less the empty region; the judge's own less the chain and the same region."""
         on_gpu = self.device.type == "cuda"
-        stats = summarize(subject.bound.reported_us, "gated_events" if on_gpu else "cpu_wall", comparable=on_gpu)
-        judged = statistics.median(subject.bound.judged_us) - overhead if subject.bound.judged_us else None
-        return stats.model_copy(update={"judged_us": judged, "overhead_us": overhead,
-                                        "input_sets": Fresh.SETS})
+        reported = [max(us - empty, 0.0) for us in subject.bound.reported_us]
+        stats = summarize(reported, "gated_events" if on_gpu else "cpu_wall", comparable=on_gpu)
+        judged = statistics.median(subject.bound.judged_us) - chain - empty if subject.bound.judged_us else None
+        return stats.model_copy(update={"judged_us": judged, "overhead_us": chain + empty,
+                                        "input_sets": len(reported)})
 
     def _recheck(self, config: Config, fresh: Fresh, subject: Subject,
                  bench: Bench) -> tuple[list[IntegrityFinding], str | None]:

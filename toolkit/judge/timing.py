@@ -199,10 +199,11 @@ def trusted_overhead_us(subject: Subject) -> float | None:
     return statistics.median(j - r for j, r in pairs) if pairs else None
 
 
-def handshake_overhead_us(subject: Subject, flush: Callable[[], None], count: int = 24) -> float:
-    """The judged time of an empty call: what the chain itself costs (when there is no trusted runner)."""
-    empty = Subject("handshake", subject.link, subject.arena, subject.inputs, subject.outputs, None,
-                    subject.counter)
+def empty_call_us(subject: Subject, flush: Callable[[], None], count: int = 24) -> tuple[float, float]:
+    """An empty call through `subject`'s runner, judged and reported: what the chain costs, and what the
+    runner's own events measure around nothing (subtracted from every reported time, as a timer subtracts
+    its empty region)."""
+    empty = Subject("empty", subject.link, subject.arena, subject.inputs, subject.outputs, None, subject.counter)
     run_batch(empty, None, {}, count, flush, random.Random(0), checked=False)
-    xs = empty.bound.judged_us
-    return statistics.median(xs[len(xs) // 4:])  # the first calls warm the path up
+    skip = len(empty.bound.judged_us) // 4  # the first calls warm the path up
+    return (statistics.median(empty.bound.judged_us[skip:]), statistics.median(empty.bound.reported_us[skip:]))
