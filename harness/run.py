@@ -35,6 +35,7 @@ from crucible.toolkit.task import Task, discover_tasks, find_task
 
 from .agents import Agent, AgentUnavailable, get_agent
 from .models import RunConfig, SessionSpec
+from .scoring import ScoringPools
 from .session import SandboxPrefix, SessionInterrupted, evaluator_digest, now, run_session, score_last
 from .store import STORE_FILE, RunRow, SessionRecord, Store
 from .suites import SuiteError, select
@@ -301,14 +302,17 @@ def execute(config: RunConfig, *, out: Path | None = None, resume: bool = False,
     agent = load_agent(config)
     sandbox = choose_sandbox(agent, config)
     run_dir, store, run = open_run(config, out=out, resume=resume, backend=backend, sandbox=sandbox)
+    scoring = ScoringPools()
     try:
-        return _run_matrix(config, agent, sandbox, run_dir, store, run, tasks, skipped, backend, stream)
+        return _run_matrix(config, agent, sandbox, run_dir, store, run, tasks, skipped, backend, stream, scoring)
     finally:
+        scoring.close()
         store.close()
 
 
 def _run_matrix(config: RunConfig, agent: Agent, sandbox: Sandbox, run_dir: Path, store: Store, run: RunRow,
-                tasks: list[Task], skipped: list[str], backend: Backend, stream: TextIO) -> int:
+                tasks: list[Task], skipped: list[str], backend: Backend, stream: TextIO,
+                scoring: ScoringPools) -> int:
     specs = matrix(config, run.id, tasks)
     store.add_pending(specs)
     states = {s.id: s.state for s in store.sessions()}
@@ -327,7 +331,7 @@ def _run_matrix(config: RunConfig, agent: Agent, sandbox: Sandbox, run_dir: Path
         progress.started(spec)
         store.mark_running(spec.id, now(), str(run_dir / "sessions" / spec.id))
         record = run_session(spec, config, agent, run_dir=run_dir, backend=backend, sandbox=sandbox.prefix,
-                             stop=stop)
+                             stop=stop, scoring_pool=scoring.get(backend))
         store.finish_session(record)
         progress.finished(spec, session_line(record))
         return record
@@ -376,6 +380,7 @@ def rescore(run_dir: Path, *, stream: TextIO | None = None) -> int:
     if not (run_dir / STORE_FILE).is_file():
         raise RunError(f"no {STORE_FILE} in {run_dir}: pass a `crucible run` folder")
     store = Store(run_dir / STORE_FILE)
+    scoring = ScoringPools()
     try:
         run = store.run()
         if run is None:
@@ -389,7 +394,7 @@ def rescore(run_dir: Path, *, stream: TextIO | None = None) -> int:
             except KeyError as exc:
                 raise RunError(f"session {s.id}: {exc.args[0]}") from None
             folder = Path(s.session_dir)
-            row = score_last(task, store.submissions(s.id), backend, folder)
+            row = score_last(task, store.submissions(s.id), backend, folder, scoring.get(backend))
             store.put_score(row)
             result = folder / "result.json"
             if result.is_file():
@@ -403,4 +408,5 @@ def rescore(run_dir: Path, *, stream: TextIO | None = None) -> int:
         print("\n" + leaderboard(run_dir), file=stream)
         return _exit_code(store)
     finally:
+        scoring.close()
         store.close()

@@ -33,12 +33,14 @@ Flags that leave the verdict as it is:
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
-from crucible.toolkit.evaluation import Backend, EvalRequest, evaluate, geomean
+from crucible.toolkit.evaluation import Backend, EvalRequest, evaluate, geomean, judge_pool
 from crucible.toolkit.results import EVALUATOR_VERSION, ConfigResult, Evaluation, IntegrityFinding
 from crucible.toolkit.task import Task
 from crucible.toolkit.tripwires import flags as tripwire_flags
+from crucible.toolkit.worker import WorkerPool
 from crucible.toolkit.workspace import WorkspaceError, take_snapshot
 
 from .models import AUDIT_PREFIX, Score
@@ -54,10 +56,10 @@ def scoring_request(backend: Backend) -> EvalRequest:
                        integrity="full")
 
 
-def score_session(task: Task, submission: Path | None, backend: Backend, *,
-                  expected_hash: str | None = None, snapshots: Path | None = None) -> tuple[Score, Evaluation | None]:
-    """Score a frozen submission folder (None: the agent never submitted). No pool: a fresh worker, never
-    the session's, so nothing the session's candidate left behind can touch the scoring."""
+def score_session(task: Task, submission: Path | None, backend: Backend, *, expected_hash: str | None = None,
+                  snapshots: Path | None = None, pool: WorkerPool | None = None) -> tuple[Score, Evaluation | None]:
+    """Score a frozen submission folder (None: the agent never submitted). Never the session's own pool:
+    a judge and runners that no session's candidate has touched (`pool`: scoring's own, started ahead)."""
     if submission is None:
         return Score(verdict="no_submission", message="the agent never submitted",
                      evaluator_version=EVALUATOR_VERSION), None
@@ -67,7 +69,7 @@ def score_session(task: Task, submission: Path | None, backend: Backend, *,
         # The frozen copy is ours, written by the server: if it cannot be read, the fault is ours.
         return Score(verdict="infra_error", message=f"the submission at {submission} cannot be read: {exc}",
                      evaluator_version=EVALUATOR_VERSION), None
-    ev = evaluate(task, snapshot, scoring_request(backend))
+    ev = evaluate(task, snapshot, scoring_request(backend), pool=pool)
     flags = []
     if expected_hash is not None and expected_hash != snapshot.digest:
         flags.append(f"hash_mismatch: ledger {expected_hash[:12]}, frozen copy {snapshot.digest[:12]}")
@@ -76,6 +78,26 @@ def score_session(task: Task, submission: Path | None, backend: Backend, *,
         flags.append(f"no_op: {task.spec.candidate} is {start} byte for byte")
     flags += tripwire_flags(task, snapshot.root)
     return score_evaluation(task, ev, flags), ev
+
+
+class ScoringPools:
+    """Final scoring's judge pools, one per backend, for a run's lifetime (close them at its end)."""
+
+    def __init__(self) -> None:
+        self._pools: dict[str, WorkerPool] = {}
+        self._lock = threading.Lock()
+
+    def get(self, backend: Backend) -> WorkerPool:
+        with self._lock:
+            if backend not in self._pools:
+                self._pools[backend] = judge_pool(backend)
+            return self._pools[backend]
+
+    def close(self) -> None:
+        with self._lock:
+            for pool in self._pools.values():
+                pool.close()
+            self._pools.clear()
 
 
 def is_no_op(task: Task, submission: Path) -> bool:

@@ -45,6 +45,7 @@ from crucible.server.ledger import Ledger
 from crucible.toolkit.evaluation import Backend
 from crucible.toolkit.results import EVALUATOR_VERSION
 from crucible.toolkit.task import Task, find_task
+from crucible.toolkit.worker import WorkerPool
 from crucible.toolkit.workspace import materialize
 
 from .agents import Agent, AgentResult, SessionContext
@@ -206,12 +207,13 @@ def read_ledger(spec: SessionSpec, path: Path) -> tuple[list[ToolCallRow], list[
         ledger.close()
 
 
-def score_last(task: Task, submissions: list[SubmissionRecord], backend: Backend, folder: Path) -> ScoreRow:
+def score_last(task: Task, submissions: list[SubmissionRecord], backend: Backend, folder: Path,
+               pool: WorkerPool | None = None) -> ScoreRow:
     """Score the last submission; a failure of our code here is an infra_error score (re-scorable)."""
     last = submissions[-1] if submissions else None
     try:
         score, evaluation = score_session(task, Path(last.path) if last else None, backend,
-                                          expected_hash=last.source_hash if last else None)
+                                          expected_hash=last.source_hash if last else None, pool=pool)
         if evaluation is not None:
             (folder / "scoring.json").write_text(evaluation.model_dump_json(indent=2))
     except Exception:  # the top of scoring: a bug of ours is never the agent's failure
@@ -223,7 +225,8 @@ def score_last(task: Task, submissions: list[SubmissionRecord], backend: Backend
 
 
 def run_session(spec: SessionSpec, config: RunConfig, agent: Agent, *, run_dir: Path, backend: Backend,
-                sandbox: SandboxPrefix, stop: threading.Event | None = None) -> SessionRecord:
+                sandbox: SandboxPrefix, stop: threading.Event | None = None,
+                scoring_pool: WorkerPool | None = None) -> SessionRecord:
     """Run one session from scratch (its folder is cleared first) and return its rows. Raises
     SessionInterrupted when `stop` is set while it runs; any other failure of ours ends as infra_error."""
     folder = session_dir(run_dir, spec)
@@ -274,7 +277,7 @@ def run_session(spec: SessionSpec, config: RunConfig, agent: Agent, *, run_dir: 
             # Tool calls and wall time are the harness's own records, not the agent's claim.
             usage = result.usage.model_copy(update={"tool_calls": by_tool, "wall_s": round(wall_s, 3)})
         if end.reason != "infra_error":
-            score = score_last(task, submissions, backend, folder)
+            score = score_last(task, submissions, backend, folder, scoring_pool)
         state = "infra_error" if end.reason == "infra_error" else "done"
     except SessionInterrupted:
         raise

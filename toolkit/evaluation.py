@@ -263,8 +263,8 @@ def _run(task: Task, kind: str, payload: dict, backend: Backend, request: EvalRe
     try:
         with gpu_lease(backend, gpu, cancel):
             if pool is not None and pool.backend == backend:
-                return pool.run_job(kind, payload, timeout_s=request.timeout_s, on_progress=on_progress,
-                                    cancel=cancel)
+                return pool.run_job(kind, payload, timeout_s=_limits(task, request.timeout_s).timeout_s,
+                                    on_progress=on_progress, cancel=cancel)
             with tempfile.TemporaryDirectory(prefix="crucible-worker-") as scratch:
                 return run_job(kind, payload, limits=_limits(task, request.timeout_s), backend=backend, gpu=gpu,
                                scratch=Path(scratch), env=_worker_env(), on_progress=on_progress, cancel=cancel)
@@ -308,6 +308,13 @@ def worker_pool(task: Task, backend: Backend | Literal["auto"] = "auto", gpu: in
     """A pool that keeps one preloaded worker ahead of need for this task (for long-lived callers)."""
     backend = resolve_backend(backend)
     return WorkerPool(limits=_limits(task, None), backend=backend,
+                      gpu=gpu if gpu is not None else (0 if backend != "cpu" else None), env=_worker_env())
+
+
+def judge_pool(backend: Backend, gpu: int | None = None) -> WorkerPool:
+    """A pool of judges for any task (each job gets its task's time limit): final scoring keeps one per
+    backend, so every evaluation but the first finds its judge and runners started."""
+    return WorkerPool(limits=WorkerLimits(), backend=backend,
                       gpu=gpu if gpu is not None else (0 if backend != "cpu" else None), env=_worker_env())
 
 

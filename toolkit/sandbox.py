@@ -190,22 +190,26 @@ class RunCgroup:
         try:
             for d in group.dirs:
                 d.mkdir(exist_ok=True)
-            if group.memory_dir and memory_mb is not None:
-                limit = str(memory_mb << 20)
-                if group.version == 1:
-                    (group.memory_dir / "memory.limit_in_bytes").write_text(limit)
-                    if (group.memory_dir / "memory.memsw.limit_in_bytes").exists():  # no escape into swap
-                        (group.memory_dir / "memory.memsw.limit_in_bytes").write_text(limit)
-                else:
-                    (group.memory_dir / "memory.max").write_text(limit)
-                    if (group.memory_dir / "memory.swap.max").exists():
-                        (group.memory_dir / "memory.swap.max").write_text("0")
-            if group.pids_dir and max_processes is not None:
-                (group.pids_dir / "pids.max").write_text(str(max_processes))
+            group.set_limits(memory_mb=memory_mb, max_processes=max_processes)
         except OSError:
             group.remove()
             return None
         return group
+
+    def set_limits(self, *, memory_mb: int | None, max_processes: int | None) -> None:
+        """Write the limits (also later: a runner started ahead of its job gets the job's). Raises OSError."""
+        if self.memory_dir and memory_mb is not None:
+            limit = str(memory_mb << 20)
+            if self.version == 1:
+                (self.memory_dir / "memory.limit_in_bytes").write_text(limit)
+                if (self.memory_dir / "memory.memsw.limit_in_bytes").exists():  # no escape into swap
+                    (self.memory_dir / "memory.memsw.limit_in_bytes").write_text(limit)
+            else:
+                (self.memory_dir / "memory.max").write_text(limit)
+                if (self.memory_dir / "memory.swap.max").exists():
+                    (self.memory_dir / "memory.swap.max").write_text("0")
+        if self.pids_dir and max_processes is not None:
+            (self.pids_dir / "pids.max").write_text(str(max_processes))
 
     def join_prefix(self) -> list[str]:
         """A command prefix that moves the process into the cgroup(s), then execs the rest."""

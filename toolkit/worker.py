@@ -329,6 +329,8 @@ def start_worker(*, limits: WorkerLimits, backend: Backend, gpu: int | None = No
     child_env = _child_env(backend, gpu, scratch, env)
     if preload:
         child_env["CRUCIBLE_WORKER_PRELOAD"] = "cuda" if backend == "cuda" else "imports"
+        if trusted:
+            child_env["CRUCIBLE_WORKER_RUNNERS"] = backend
 
     job_r, job_w = os.pipe()
     res_r, res_w = os.pipe()

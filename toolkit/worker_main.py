@@ -223,6 +223,11 @@ def _preload(what: str) -> None:
     if what == "cuda":
         torch.cuda.init()
         torch.empty(1, device="cuda")
+    runners = os.environ.pop("CRUCIBLE_WORKER_RUNNERS", "")
+    if runners:  # a judge started ahead: its runners start ahead too
+        from .judge.link import prestart
+
+        prestart(runners)
 
 
 def main() -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import select
 import shutil
@@ -74,20 +75,22 @@ class RunnerLink:
         self.pump.start()
         self.closed = False
         self.pending_ready = False
+        self.backend = "cpu"
 
     # ------------------------------------------------------------------ start
 
     @classmethod
-    def start(cls, role: str, *, backend: str, gpu: int | None, limits: WorkerLimits, readable: list[str],
-              deadline: float) -> RunnerLink:
-        """Launch a runner; `readable`: its snapshot and the files of its kernel, nothing of the task."""
+    def launch(cls, role: str, *, backend: str, gpu: str | None, limits: WorkerLimits) -> RunnerLink:
+        """Start a runner process: it imports torch (and makes its CUDA context) and waits for `hello`.
+        Nothing of a kernel is known yet, so a runner can be started ahead of its job."""
         scratch = Path(tempfile.mkdtemp(prefix=f"crucible-{role}-")).resolve()
         (scratch / "triton").mkdir()
         caps = probe()
         cgroup = RunCgroup.create(caps, memory_mb=None if backend == "cpu" else limits.memory_mb,
                                   max_processes=limits.max_processes)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        env = _child_env(backend, gpu, scratch, {"TRITON_CACHE_DIR": str(scratch / "triton")})  # private
+        env = _child_env(backend, gpu, scratch, {"TRITON_CACHE_DIR": str(scratch / "triton"),  # private
+                                                 "CRUCIBLE_RUNNER_DEVICE": "cuda" if backend == "cuda" else "cpu"})
         command = [*launch_prefix(limits, caps, cgroup), sys.executable, "-P", "-s", "-X", "faulthandler",
                    "-m", "crucible.toolkit.runner.main", str(theirs.fileno())]
         try:
@@ -100,19 +103,35 @@ class RunnerLink:
             raise RunnerEnded("infra", f"the {role} runner could not be started: {exc}") from None
         finally:
             theirs.close()
-        link = cls(role, proc, ours, scratch, cgroup, deadline, limits)
+        link = cls(role, proc, ours, scratch, cgroup, math.inf, limits)
+        link.backend = backend
+        return link
+
+    def hello(self, *, readable: list[str], limits: WorkerLimits, deadline: float) -> None:
+        """Give the runner its job's sandbox and limits: it restricts itself before any kernel loads.
+        `readable`: its snapshot and the files of its kernel, nothing of the task."""
+        self.limits, self.deadline = limits, deadline
+        if self.cgroup and self.backend != "cpu":
+            self.cgroup.set_limits(memory_mb=limits.memory_mb, max_processes=limits.max_processes)
+        elif self.cgroup:
+            self.cgroup.set_limits(memory_mb=None, max_processes=limits.max_processes)
         cpu_s = limits.cpu_s or int(2 * limits.timeout_s)
-        rlimits: dict[str, int | list[int]] = {"CPU": [cpu_s, cpu_s + 5], "CORE": 0,
-                                               "FSIZE": FILE_LIMIT_BYTES}
-        if backend == "cpu":
+        rlimits: dict[str, int | list[int]] = {"CPU": [cpu_s, cpu_s + 5], "CORE": 0, "FSIZE": FILE_LIMIT_BYTES}
+        if self.backend == "cpu":
             rlimits["AS"] = limits.memory_mb << 20
-        elif not (cgroup and cgroup.memory_dir):
+        elif not (self.cgroup and self.cgroup.memory_dir):
             rlimits["DATA"] = limits.memory_mb << 20
-        hello = Hello(device="cuda" if backend == "cuda" else "cpu",
-                      readable=runner_readable([*readable, str(scratch)]), writable=[str(scratch)],
-                      rlimits=rlimits)
-        link.send(hello)  # the runner imports while the judge goes on; the first ask() reads its Ready
-        link.pending_ready = True
+        self.send(Hello(device="cuda" if self.backend == "cuda" else "cpu",
+                        readable=runner_readable([*readable, str(self.scratch)]), writable=[str(self.scratch)],
+                        rlimits=rlimits))
+        self.pending_ready = True  # the judge goes on; the first ask() reads the runner's Ready
+
+    @classmethod
+    def start(cls, role: str, *, backend: str, gpu: str | None, limits: WorkerLimits, readable: list[str],
+              deadline: float) -> RunnerLink:
+        """Launch a runner and hello it at once."""
+        link = cls.launch(role, backend=backend, gpu=gpu, limits=limits)
+        link.hello(readable=readable, limits=limits, deadline=deadline)
         return link
 
     # ------------------------------------------------------------------ asking
@@ -232,22 +251,38 @@ def runner_limits(timeout_s: float, memory_mb: int, max_processes: int) -> Worke
     return WorkerLimits(timeout_s=timeout_s, memory_mb=memory_mb, max_processes=max_processes)
 
 
+SPARES: dict[str, RunnerLink] = {}
+"""Runners started ahead of their job by a preloaded judge (prestart): taken by the next Runners."""
+
+
+def prestart(backend: str) -> None:
+    """In a judge started ahead of its job: start its runners now, so their start-up is not in the job's."""
+    gpu = os.environ.get("CUDA_VISIBLE_DEVICES") if backend == "cuda" else None
+    for role in ("candidate", "baseline"):
+        SPARES[role] = RunnerLink.launch(role, backend=backend, gpu=gpu, limits=WorkerLimits())
+
+
 class Runners:
-    """The runners of one job, started before the judge imports torch so that both start-ups overlap."""
+    """The runners of one job, started before the judge imports torch so that both start-ups overlap (or
+    taken from those a preloaded judge started ahead)."""
 
     def __init__(self, job: EvalJob | CompileJob, *, timing: bool) -> None:
         self.started = time.perf_counter()
         deadline = time.monotonic() + job.runner_timeout_s
         limits = runner_limits(job.runner_timeout_s, job.memory_mb, job.max_processes)
         gpu = os.environ.get("CUDA_VISIBLE_DEVICES") if job.backend == "cuda" else None
+        self.links: list[RunnerLink] = []
 
         def start(role: str, readable: list[str]) -> RunnerLink:
-            link = RunnerLink.start(role, backend=job.backend, gpu=gpu, limits=limits, readable=readable,  # type: ignore[arg-type]
-                                    deadline=deadline)
+            spare = SPARES.pop(role, None)
+            if spare is not None and (spare.backend != job.backend or spare.proc.poll() is not None):
+                spare.close()
+                spare = None
+            link = spare or RunnerLink.launch(role, backend=job.backend, gpu=gpu, limits=limits)
             self.links.append(link)
+            link.hello(readable=readable, limits=limits, deadline=deadline)
             return link
 
-        self.links: list[RunnerLink] = []
         self.candidate = start("candidate", [job.snapshot_root, job.candidate.path])
         self.baseline: RunnerLink | None = None
         if timing and isinstance(job, EvalJob) and job.baseline is not None:
@@ -255,6 +290,6 @@ class Runners:
             self.baseline = start("baseline", extra)
 
     def close(self) -> None:
-        for link in self.links:
+        for link in [*self.links, *SPARES.values()]:  # a spare this job did not need goes too
             link.close()
-
+        SPARES.clear()

@@ -83,9 +83,6 @@ class Runner:
         import torch
 
         self.device = torch.device("cuda", 0) if req.device == "cuda" else torch.device("cpu")
-        if req.device == "cuda":
-            torch.cuda.init()
-            torch.empty(1, device=self.device)
         self.send(Ready(isolation=isolation))
 
     def load(self, req: Load) -> None:
@@ -226,7 +223,19 @@ def is_cuda_error(text: str) -> bool:
     return any(s in text for s in ("CUDA error", "illegal memory access", "cudaError", "device-side assert"))
 
 
+def preload(device: str) -> None:
+    """Before any request: torch, Triton and the CUDA context (trusted code; a runner may be started ahead
+    of its job, and this is most of its start-up)."""
+    import torch
+    import triton  # noqa: F401
+
+    if device == "cuda":
+        torch.cuda.init()
+        torch.empty(1, device="cuda")
+
+
 def main() -> None:
+    preload(os.environ.pop("CRUCIBLE_RUNNER_DEVICE", "cpu"))
     sock = socket.socket(fileno=int(sys.argv[1]))
     with contextlib.suppress(EOFError):  # EOF: the judge went away
         Runner(sock).serve()
