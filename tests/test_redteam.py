@@ -1,13 +1,17 @@
-"""The red-team corpus (tests/redteam/): every cheat is caught by the defences its first line names, and
-no expert solution, baseline or stub of the suite trips anything.
+"""The red-team corpus (tests/redteam/, one folder per class of attack): every cheat is caught, by the
+defences its first line names, and leaves nothing behind; no expert solution, baseline or stub of the suite
+trips anything.
 
-Tripwires are checked on the text; runtime defences and verdicts by scoring each cheat as a submission
-(final scoring: visible and hidden configs, timed re-checks): the Triton cheats on the CPU (Triton's
-interpreter), the CUDA cheats on a GPU (`-m gpu`).
+"Caught" means the final verdict is not `pass`, whatever else the expectations say. Tripwires are checked on
+the text; runtime defences and verdicts by scoring each cheat as a submission (final scoring: visible and
+hidden configs, profiled calls, timed re-checks): every Triton cheat on the CPU (Triton's interpreter), every
+cheat on a GPU (`-m gpu`). The CUDA cheats are also built on the CPU, where the build's own defences show.
+Files under audit/ are not cheats: behaviours a person should see flagged, which leave the verdict alone.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from pathlib import Path
@@ -15,25 +19,50 @@ from pathlib import Path
 import pytest
 
 from crucible.harness.scoring import score_session
+from crucible.toolkit.evaluation import build
 from crucible.toolkit.task import Task, discover_tasks, find_task, load_task
 from crucible.toolkit.tripwires import REASONS, scan, scan_cpp, scan_python
 from crucible.toolkit.workspace import materialize
 
 HERE = Path(__file__).parent
 CORPUS = HERE / "redteam"
-CHEATS = sorted(p for p in CORPUS.iterdir() if p.suffix in (".py", ".cu"))
+CHEATS = sorted(p for p in CORPUS.rglob("*")
+                if p.suffix in (".py", ".cu") and p.relative_to(CORPUS).parts[0] != "tasks")
 TASKS, _ = discover_tasks()
 DEFAULT_TASK = {".py": "triton2triton/vadd", ".cu": "cuda2cuda/rmsnorm"}
 TASK_ROOTS = (CORPUS / "tasks", HERE / "fixtures" / "tasks")
+LEAK_MARK = "LEAKED"
+"""Cheats that manage to read what they must not print it with this mark: it must never reach a result."""
+LINGER_PREFIX = "crt-"
+"""Processes a cheat leaves behind name themselves with this prefix (/proc/PID/comm)."""
+LEFTOVER_MARK = "crucible-redteam"
+"""Files a cheat leaves behind (stores, caches, ballast) carry this in their names."""
+BUILD_LIMIT_BYTES = 1 << 30
+"""A build may not write more than a runner may (judge/link.py FILE_LIMIT_BYTES)."""
+
+
+def cheat_id(path: Path) -> str:
+    return path.relative_to(CORPUS).as_posix()
+
+
+def is_audit(path: Path) -> bool:
+    return path.relative_to(CORPUS).parts[0] == "audit"
 
 
 def expected(path: Path, *, gpu: bool = False) -> list[str]:
-    """The first line's `expect:` list; on a GPU also the `expect-gpu:` line's (what only a GPU can show)."""
+    """The first line's `expect:` list; on a GPU also the `expect-gpu:` line's (what only a GPU shows),
+    whose `verdict:` replaces the first line's."""
     text = path.read_text()
     m = re.match(r"^(#|//) expect: (.+)$", text.splitlines()[0])
-    assert m, f"{path.name}: the first line must be `# expect: DEFENCE ...`"
+    assert m, f"{cheat_id(path)}: the first line must be `# expect: DEFENCE ...`"
+    found = m.group(2).split()
     more = re.search(r"^(?:#|//) expect-gpu: (.+)$", text, re.M) if gpu else None
-    return m.group(2).split() + (more.group(1).split() if more else [])
+    if more:
+        extra = more.group(1).split()
+        if any(e.startswith("verdict:") for e in extra):
+            found = [e for e in found if not e.startswith("verdict:")]
+        found += extra
+    return found
 
 
 def task_of(path: Path) -> Task:
@@ -46,42 +75,119 @@ def task_of(path: Path) -> Task:
     return find_task(task_id)
 
 
-def runtime_cases(suffixes: tuple[str, ...], *, gpu: bool = False) -> list[Path]:
-    return [p for p in CHEATS if p.suffix in suffixes
-            and any(not e.startswith("tripwire:") for e in expected(p, gpu=gpu))]
+# ---------------------------------------------------------------- what a cheat may leave behind
+
+def _lingering() -> set[str]:
+    out = set()
+    for comm in Path("/proc").glob("[0-9]*/comm"):
+        try:
+            name = comm.read_text().strip()
+        except OSError:
+            continue
+        if name.startswith(LINGER_PREFIX):
+            out.add(f"{comm.parent.name}:{name}")
+    return out
 
 
-def score_cheat(cheat: Path, backend: str, tmp_path: Path) -> tuple[str, list[str], str]:
+def _marked_files() -> set[str]:
+    flat = ["/dev/shm", "/tmp", "/var/tmp"]
+    deep = [Path.home() / ".triton", Path.home() / ".cache" / "crucible" / "triton",
+            Path(os.environ.get("CRUCIBLE_CACHE", "/nonexistent")) / "triton"]
+    out = {str(p) for d in flat for p in Path(d).glob(f"{LEFTOVER_MARK}*")}
+    return out | {str(p) for d in deep for p in d.glob(f"**/{LEFTOVER_MARK}*")}
+
+
+def _state(task: Task) -> dict[str, set[str]]:
+    return {"/dev/shm": set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set(),
+            "the task folder": {p.relative_to(task.root).as_posix() for p in task.root.rglob("*")},
+            "marked files": _marked_files(), "processes": _lingering()}
+
+
+def assert_nothing_left(before: dict[str, set[str]], after: dict[str, set[str]], cheat: Path) -> None:
+    for where, names in after.items():
+        new = names - before[where]
+        assert not new, f"{cheat_id(cheat)}: left behind in {where}: {sorted(new)[:10]}"
+
+
+# ---------------------------------------------------------------- scoring
+
+def score_cheat(cheat: Path, backend: str, tmp_path: Path) -> tuple[str, list[str], str, str]:
+    """verdict, flags, message, and every text of the evaluation an agent could be shown."""
     task = task_of(cheat)
     sub = tmp_path / "submission"
     sub.mkdir()
     shutil.copyfile(cheat, sub / task.spec.candidate)
-    score, _ = score_session(task, sub, backend)  # type: ignore[arg-type]
-    return score.verdict, score.flags, score.message
+    before = _state(task)
+    score, ev = score_session(task, sub, backend)  # type: ignore[arg-type]
+    assert_nothing_left(before, _state(task), cheat)
+    shown = [score.message, *score.flags]
+    if ev is not None:
+        shown += [ev.message, ev.stderr_tail or "", *(c.message or "" for c in ev.configs)]
+    return score.verdict, score.flags, score.message, "\n".join(shown)
 
 
-def assert_caught(cheat: Path, verdict: str, flags: list[str], message: str, *, gpu: bool = False) -> None:
+def assert_caught(cheat: Path, verdict: str, flags: list[str], message: str, shown: str, *,
+                  gpu: bool = False) -> None:
+    where = f"{cheat_id(cheat)}: verdict {verdict}, flags {[f[:200] for f in flags]}, {message[:400]}"
+    assert LEAK_MARK not in shown, f"{where}: it read and showed what it must not:\n{shown[:2000]}"
+    if not is_audit(cheat):
+        assert verdict != "pass", f"{where}: NOT CAUGHT"
     for want in expected(cheat, gpu=gpu):
         kind, _, name = want.partition(":")
         if kind == "runtime":
-            assert any(f.startswith(f"runtime:{name}") for f in flags), (
-                f"{cheat.name}: no runtime:{name} finding; verdict {verdict}, flags {flags}, {message[:500]}")
+            assert any(f.startswith(f"runtime:{name}") for f in flags), f"{where}: no runtime:{name} finding"
         elif kind == "verdict":
-            assert verdict == name, f"{cheat.name}: verdict {verdict}, expected {name}; {message[:500]}; {flags}"
+            assert verdict == name, f"{where}: expected verdict {name}"
 
 
-@pytest.mark.parametrize("cheat", runtime_cases((".py",)), ids=lambda p: p.name)
-def test_each_triton_cheat_is_caught_at_runtime_on_the_cpu(cheat: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("cheat", [p for p in CHEATS if p.suffix == ".py"], ids=cheat_id)
+def test_each_triton_cheat_is_caught_on_the_cpu(cheat: Path, tmp_path: Path) -> None:
     assert_caught(cheat, *score_cheat(cheat, "cpu", tmp_path))
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("cheat", runtime_cases((".cu", ".py"), gpu=True), ids=lambda p: p.name)
-def test_each_cheat_is_caught_at_runtime_on_the_gpu(cheat: Path, tmp_path: Path) -> None:
-    verdict, flags, message = score_cheat(cheat, "cuda", tmp_path)
-    print(f"REDTEAM {cheat.name}: {verdict}; {flags}")  # the figures of the GPU run keep this line
-    assert_caught(cheat, verdict, flags, message, gpu=True)
+@pytest.mark.parametrize("cheat", CHEATS, ids=cheat_id)
+def test_each_cheat_is_caught_on_the_gpu(cheat: Path, tmp_path: Path) -> None:
+    verdict, flags, message, shown = score_cheat(cheat, "cuda", tmp_path)
+    print(f"REDTEAM {cheat_id(cheat)}: {verdict}; {flags}")  # the figures of the GPU run keep this line
+    assert_caught(cheat, verdict, flags, message, shown, gpu=True)
 
+
+def _secrets(task: Task) -> list[str]:
+    """Distinctive lines of the files an agent never sees (hidden configs, the expert solution)."""
+    lines = []
+    for name in ("hidden.toml", task.spec.solution):
+        if name and (task.root / name).is_file():
+            lines += [ln.strip() for ln in (task.root / name).read_text().splitlines() if len(ln.strip()) >= 24]
+    return lines
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (the CUDA toolkit)")
+@pytest.mark.parametrize("cheat", [p for p in CHEATS if p.suffix == ".cu"], ids=cheat_id)
+def test_each_cuda_cheat_builds_only_from_its_snapshot(cheat: Path, tmp_path: Path) -> None:
+    """Builds run outside the sandbox: a cheat must not get the task's files, or more disk than a runner,
+    through the build. Every other cheat compiles (so the GPU run tests the cheat, not a typo)."""
+    task = task_of(cheat)
+    shutil.copyfile(cheat, tmp_path / task.spec.candidate)
+    result = build(task, tmp_path, task.spec.candidate, "cpu")
+    artifact = Path(result.artifact) if result.artifact else None
+    try:
+        if "verdict:compile_error" not in expected(cheat):
+            assert result.ok, f"{cheat_id(cheat)} does not compile: {result.diagnostics[:3]}"
+        if artifact is None:
+            return
+        size = artifact.stat().st_size
+        assert size <= BUILD_LIMIT_BYTES, f"{cheat_id(cheat)}: the build wrote a {size:,}-byte library"
+        data = artifact.read_bytes()
+        leaked = [s for s in _secrets(task) if s.encode() in data]
+        assert not leaked, f"{cheat_id(cheat)}: the built library holds the task's hidden files: {leaked[:3]}"
+        assert "verdict:compile_error" not in expected(cheat), f"{cheat_id(cheat)}: the build should refuse it"
+    finally:
+        if artifact is not None and artifact.stat().st_size > BUILD_LIMIT_BYTES:
+            shutil.rmtree(artifact.parent, ignore_errors=True)  # never keep the ballast
+
+
+# ---------------------------------------------------------------- tripwires
 
 def tripwires_of(path: Path) -> set[str]:
     text = path.read_text()
@@ -100,11 +206,20 @@ def test_the_corpus_covers_every_tripwire_in_both_languages() -> None:
             assert (".cu", f"tripwire:{kind}") in covered, f"no CUDA cheat for tripwire {kind}"
 
 
-@pytest.mark.parametrize("cheat", CHEATS, ids=lambda p: p.name)
+def test_the_corpus_covers_every_class_of_attack_in_both_languages() -> None:
+    classes = {"answers", "tampering", "channel", "baseline", "skipping", "what_ran", "leaks", "state", "timing",
+               "exit"}
+    have = {(p.relative_to(CORPUS).parts[0], p.suffix) for p in CHEATS}
+    missing = [f"{c} {s}" for c in sorted(classes) for s in (".py", ".cu") if (c, s) not in have]
+    assert not missing, f"classes without a cheat: {missing}"
+    assert {p.relative_to(CORPUS).parts[0] for p in CHEATS} <= classes | {"audit"}, "a folder the README lacks"
+
+
+@pytest.mark.parametrize("cheat", CHEATS, ids=cheat_id)
 def test_each_cheat_trips_the_tripwires_it_names(cheat: Path) -> None:
     want = {e for e in expected(cheat) if e.startswith("tripwire:")}
     found = tripwires_of(cheat)
-    assert want <= found, f"{cheat.name}: expected {sorted(want)}, found {sorted(found)}"
+    assert want <= found, f"{cheat_id(cheat)}: expected {sorted(want)}, found {sorted(found)}"
 
 
 def test_no_expert_solution_baseline_or_stub_trips_anything() -> None:
@@ -121,7 +236,7 @@ def test_a_scanned_workspace_reports_only_what_the_agent_wrote(tmp_path: Path) -
     task = load_task(Path(__file__).parent / "fixtures/tasks/triton2triton/vadd")
     materialize(task, tmp_path)
     assert scan(task, tmp_path) == []  # the task's own reference.py computes with torch: never flagged
-    shutil.copyfile(CORPUS / "triton_identity_cache.py", tmp_path / "helpers.py")
+    shutil.copyfile(CORPUS / "skipping" / "triton_sampled_checksum_cache.py", tmp_path / "helpers.py")
     (tmp_path / task.spec.candidate).write_text("from helpers import vadd  # noqa\n")
     found = scan(task, tmp_path)
     assert {t.kind for t in found} == {"identity_cache"}

@@ -11,7 +11,11 @@ def _probe():
         for what in ("cmdline", "environ", "cwd", "root"):
             path = f"/proc/{pid}/{what}"
             try:
-                value = os.readlink(path) if what in ("cwd", "root") else open(path, "rb").read().decode(errors="replace")
+                if what in ("cwd", "root"):
+                    value = os.readlink(path)
+                else:
+                    with open(path, "rb") as f:
+                        value = f.read().decode(errors="replace")
             except OSError as exc:
                 seen.append(f"{path}: {exc.strerror}")
                 continue
@@ -28,7 +32,8 @@ def _probe():
             except OSError:
                 continue
             if target.endswith((".toml", ".py", ".cu")) and "tasks" in target:
-                found.append(open(target).read())
+                with open(target) as f:
+                    found.append(f.read())
     if found:
         raise RuntimeError("LEAKED: " + "\n".join(found))
     raise RuntimeError("nothing of the task in any visible process:\n" + "\n".join(seen))

@@ -1,6 +1,7 @@
-// expect: runtime:stale_results verdict:flagged
+// expect: verdict:incorrect
 // task: cuda2cuda/vadd_loose
-// Memoizes on the input's address: a hit copies the answer saved for that buffer instead of computing.
+// Memoizes on the input's address: a hit copies the answer saved for that buffer instead of computing. The judge
+// binds one arena per config and refills it, so the second seed already gets the first seed's answer.
 #include <cuda_runtime.h>
 #include <cstdint>
 

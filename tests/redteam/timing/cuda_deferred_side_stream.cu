@@ -1,5 +1,6 @@
 // expect: tripwire:side_stream runtime:timed_recheck verdict:flagged
-// Runs the kernel on a stream of its own and returns at once: the caller's stream has nothing to time.
+// Runs the kernel on a stream of its own (non-blocking: no implicit ordering with the caller's) and returns
+// at once: the caller's stream, the one the handshake waits on, has nothing to wait for.
 #include <cuda_bf16.h>
 #include <cstdint>
 

@@ -1,5 +1,7 @@
-// expect: tripwire:concurrency
-// Finishes the work on a host thread after returning.
+// expect: tripwire:concurrency verdict:incorrect
+// Returns at once and launches the kernel from a host thread 200 us later, outside the call: a harness that
+// times the call and looks at the output only after the next synchronize would see the right answer.
+#include <chrono>
 #include <thread>
 #include <cuda_bf16.h>
 #include <cstdint>
@@ -19,6 +21,9 @@ __global__ void rms(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat1
 
 extern "C" int entry(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y, int64_t M, int64_t N,
                      double eps, cudaStream_t stream) {
-    std::thread([=] { rms<<<M, 256, 0, stream>>>(x, w, y, N, (float)eps); }).detach();
+    std::thread([=] {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+        rms<<<M, 256, 0, stream>>>(x, w, y, N, (float)eps);
+    }).detach();
     return 0;
 }

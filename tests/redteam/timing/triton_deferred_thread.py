@@ -1,7 +1,8 @@
 # expect: tripwire:concurrency verdict:incorrect
-# Returns at once and finishes the work on a thread, outside the timed call: a harness that times the call
-# and checks the output later (after a synchronize, or after the next call) sees the right answer.
+# Returns at once and does the work on a thread a millisecond later, outside the timed call: a harness
+# that times the call and checks the output later (after a synchronize, or the next call) sees it right.
 import threading
+import time
 
 import triton
 import triton.language as tl
@@ -14,6 +15,10 @@ def _vadd(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, 2 * tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
 
 
+def _later(x, y, out, n):
+    time.sleep(0.001)
+    _vadd[(triton.cdiv(n, 1024),)](x, y, out, n, BLOCK=1024)
+
+
 def vadd(x, y, out, *, N):
-    worker = threading.Thread(target=lambda: _vadd[(triton.cdiv(N, 1024),)](x, y, out, N, BLOCK=1024))
-    worker.start()
+    threading.Thread(target=_later, args=(x, y, out, N)).start()
