@@ -213,3 +213,36 @@ def test_a_runner_past_its_deadline_is_killed_as_a_timeout(tmp_path: Path) -> No
     with pytest.raises(RunnerEnded) as info:
         ask_call(fake_runner(tmp_path, "hang", deadline_s=1.5))
     assert info.value.status == "timeout"
+
+
+def test_in_the_interpreter_pytorch_working_in_slices_is_counted_over_all_its_slices() -> None:
+    slices = Profiled(kernels=[KernelClaim(name="aten::add", us=3, calls=3, elements=3 * 1400)],
+                      interpreter_launches=1)
+    assert defences(what_ran_findings(slices, [], 0.10, "triton", False, 4096, "c")) == {"library_time"}
+    gather = Profiled(kernels=[KernelClaim(name="aten::index", us=1, calls=1, elements=8)], interpreter_launches=1)
+    assert what_ran_findings(gather, [], 0.10, "triton", False, 4096, "c") == []
+
+
+def test_a_gpu_kept_busy_while_the_baseline_is_timed_is_caught_and_a_quiet_one_is_not() -> None:
+    from crucible.toolkit.judge.evaluate import _contention_findings
+
+    quiet = [180.0, 182.0, 181.0]
+    assert _contention_findings(quiet, [181.0, 183.0, 180.0], "c") == []
+    found = _contention_findings(quiet, [2100.0, 1900.0, 2050.0], "c")
+    assert defences(found) == {"contention"} and "2050" in found[0].evidence
+
+
+def test_the_scored_time_is_never_under_the_judges_bound() -> None:
+    from crucible.toolkit.judge.evaluate import _bound_us
+
+    assert _bound_us(stats(10.0, 100.0), on_gpu=True) == pytest.approx(0.85 * 100 - 3)
+    assert _bound_us(stats(10.0, 2.0), on_gpu=True) == 0.0
+
+
+def test_a_negative_reported_time_is_a_protocol_violation(tmp_path: Path) -> None:
+    from pydantic import ValidationError
+
+    from crucible.toolkit.protocol import REPLY
+
+    with pytest.raises(ValidationError):
+        REPLY.validate_python({"reply": "timed", "first_seq": 1, "us": [1.0, -5.0]})

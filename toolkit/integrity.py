@@ -11,6 +11,8 @@ judge bounds with what it observes. A finding of a defence not in AUDIT_ONLY mak
     timed_recheck     a sampled timed call (fresh inputs the runner could not foresee) computed a wrong result
     stale_results     ... it answered the previous call's inputs: results kept between calls
     timing_bound      the runner's reported time is well under the judge's own clock around the same calls
+    contention        the GPU was kept busy (by work the candidate left running) while the baseline was timed:
+                      the judge's own flush took much longer before the baseline's calls than the candidate's
     no_own_kernel     every kernel of a call belongs to PyTorch or a vendor library (or, in Triton's CPU
                       interpreter, the call launched no Triton kernel)
     library_time      library kernels took more than the task's share of a call's device time (in the CPU

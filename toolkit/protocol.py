@@ -196,14 +196,14 @@ class Done(Model):
 class Called(Model):
     reply: Literal["called"] = "called"
     seq: int
-    us: float
+    us: float = Field(ge=0)
     """The runner's own measure of the call (a claim; the judge times the round trip itself)."""
 
 
 class Timed(Model):
     reply: Literal["timed"] = "timed"
     first_seq: int
-    us: list[float]
+    us: list[Annotated[float, Field(ge=0)]]
     """Per call, the runner's device events around it (claims, bounded by the judge's own events)."""
 
 
@@ -213,7 +213,7 @@ class KernelClaim(Model):
     """Device time per call (on the CPU: host time of the op)."""
     calls: float = Field(ge=0)
     elements: int = Field(default=0, ge=0)
-    """CPU host ops: the most elements among the op's inputs (how much of the problem it touched)."""
+    """CPU host ops: elements touched per call (the smallest tensor input of each run of the op, summed)."""
 
 
 class Profiled(Model):

@@ -46,7 +46,8 @@ class SeedCheck(Model):
 
 
 Defence = Literal["input_mutation", "timed_recheck", "stale_results", "precision", "nondeterminism",
-                  "no_own_kernel", "library_time", "forbidden_op", "timing_bound", "protocol", "process_exit"]
+                  "no_own_kernel", "library_time", "forbidden_op", "timing_bound", "contention", "protocol",
+                  "process_exit"]
 AUDIT_ONLY: frozenset[str] = frozenset({"nondeterminism"})
 """Defences whose findings are flags for a person; every other finding makes the verdict `flagged`."""
 
@@ -90,6 +91,9 @@ class TimingStats(Model):
     overhead_us: float = 0
     """Subtracted: what an empty region measures (the runner's events around nothing, taken off every
     reported time), plus for `judged_us` the judge's handshake with the runner."""
+    scored_us: float | None = None
+    """What the speedup uses: the reported median, raised to the judge's bound when under it, and never
+    under 0.5 us."""
     judged_us: float | None = None
     """The judge's own median per call, from its clock around the runner's work, net of `overhead_us`:
     the bound the reported median must agree with (else the finding `timing_bound`)."""

@@ -8,33 +8,35 @@ The worker's process tree, outermost first (each layer only where `probe()` foun
           python -m crucible.toolkit.worker_main               supervisor (pid 1, or a child subreaper):
             worker: rlimits, Landlock, then the job            reaps, kills leftovers, reports the status
 
-Everything here is stdlib only (plus pydantic for SandboxCaps), so the worker can import it cheaply
-for `restrict_filesystem`.
+Everything here is stdlib only (plus pydantic for SandboxCaps). Landlock and rlimits, which a process applies
+to itself, live in sandbox_exec.py (stdlib only, with a launcher that applies them to a command) and are
+re-exported here.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import functools
 import glob
 import importlib.util
 import os
-import platform
-import resource
 import shlex
 import shutil
 import signal
 import site
-import stat
 import subprocess
 import sys
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict
+
+# What a process applies to itself (Landlock, rlimits) lives in sandbox_exec, stdlib only; re-exported here.
+from .sandbox_exec import apply_rlimits as apply_rlimits
+from .sandbox_exec import landlock_abi
+from .sandbox_exec import restrict_filesystem as restrict_filesystem
 
 if TYPE_CHECKING:
     from .worker import WorkerLimits
@@ -216,6 +218,14 @@ class RunCgroup:
         joins = "; ".join(f"echo 0 > {shlex.quote(str(d / 'cgroup.procs'))} || exit 125" for d in self.dirs)
         return ["/bin/sh", "-c", f'{joins}; exec "$@"', "sh"]
 
+    def pids(self) -> list[int]:
+        """Every process in the cgroup(s) now."""
+        found: set[int] = set()
+        for d in self.dirs:
+            with contextlib.suppress(OSError, ValueError):
+                found.update(int(p) for p in (d / "cgroup.procs").read_text().split())
+        return sorted(found)
+
     def oom_killed(self) -> bool:
         """Whether the kernel killed a process of this cgroup for exceeding its memory limit."""
         if not self.memory_dir:
@@ -305,103 +315,6 @@ def describe(limits: WorkerLimits, caps: SandboxCaps, cgroup: RunCgroup | None) 
     return out
 
 
-# ---------------------------------------------------------------------------------------------- Landlock
-
-# Syscall numbers are the same on x86_64 and aarch64 (the generic table).
-_LANDLOCK_SYSCALLS = {"x86_64": (444, 445, 446), "aarch64": (444, 445, 446)}
-_ACCESS_ABI1 = (1 << 13) - 1  # EXECUTE .. MAKE_SYM
-_EXECUTE, _WRITE_FILE, _READ_FILE, _READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
-_READ_ONLY = _EXECUTE | _READ_FILE | _READ_DIR
-_REFER, _TRUNCATE = 1 << 13, 1 << 14
-_FILE_ACCESS = _EXECUTE | _WRITE_FILE | _READ_FILE | _TRUNCATE  # a rule on a file may hold only these
-# Ioctl (LANDLOCK_ACCESS_FS_IOCTL_DEV, ABI 5) is never handled, so it stays allowed: CUDA drives the GPU by
-# ioctl on /dev/nvidia*.
-
-GPU_DEVICES = ("/dev/nvidia*", "/dev/nvidia-caps/*", "/dev/dri/*", "/dev/kfd")
-"""Device nodes an allow-listed process may open read-write (NVIDIA, DRM, AMD's kfd), where they exist."""
-PLAIN_DEVICES = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random", "/dev/tty")
-"""The other devices it may open read-write. Not /dev/shm: files written there outlive the process."""
-
-
-class _PathBeneath(ctypes.Structure):
-    _pack_ = 1  # struct landlock_path_beneath_attr is __attribute__((packed))
-    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
-
-
-def _libc() -> ctypes.CDLL:
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
-    return libc
-
-
-def landlock_abi() -> int:
-    """The kernel's Landlock ABI version, 0 when Landlock is unavailable."""
-    numbers = _LANDLOCK_SYSCALLS.get(platform.machine())
-    if numbers is None:
-        return 0
-    version = _libc().syscall(numbers[0], None, ctypes.c_size_t(0), ctypes.c_uint32(1))
-    return max(int(version), 0)
-
-
-def _device_nodes() -> list[str]:
-    return [p for pattern in (*GPU_DEVICES, *PLAIN_DEVICES) for p in sorted(glob.glob(pattern))]
-
-
-def restrict_filesystem(writable: list[str], readable: list[str] | None = None) -> str:
-    """Restrict this process and its children to `writable` (read-write) and, when `readable` is given, to
-    `readable` (read and execute only) plus the devices in GPU_DEVICES and PLAIN_DEVICES (read-write);
-    everything else is denied. Without `readable`, the whole filesystem stays readable.
-
-    Paths may name files or folders; missing ones are skipped. Irreversible. Ioctl on devices stays allowed
-    (CUDA needs it), and so are writes under this process's /proc/<pid>/task (the CUDA driver needs them).
-    Raises OSError if Landlock refuses.
-    """
-    abi = landlock_abi()
-    if abi < 1:
-        raise OSError("Landlock is not available on this kernel")
-    create, add_rule, restrict = _LANDLOCK_SYSCALLS[platform.machine()]
-    handled = _ACCESS_ABI1 | (_REFER if abi >= 2 else 0) | (_TRUNCATE if abi >= 3 else 0)
-    # The CUDA driver writes under its own /proc/<pid>/task (error 304 otherwise); only this process's
-    # entry is opened, so CUDA in a subprocess of the candidate fails, and /proc/sys stays read-only.
-    own_tasks = os.path.realpath("/proc/self/task")
-    if readable is None:
-        rules = [("/", _READ_ONLY)] + [(p, handled) for p in [*writable, own_tasks]]
-    else:
-        device = (_READ_FILE | _WRITE_FILE | _TRUNCATE) & handled
-        rules = ([(p, _READ_ONLY) for p in readable] + [(p, device) for p in _device_nodes()]
-                 + [(p, handled) for p in [*writable, own_tasks]])
-    libc = _libc()
-    attr = ctypes.c_uint64(handled)  # struct landlock_ruleset_attr: only handled_access_fs
-    ruleset = libc.syscall(create, ctypes.byref(attr), ctypes.c_size_t(8), ctypes.c_uint32(0))
-    if ruleset < 0:
-        raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
-    try:
-        for path, access in rules:
-            try:
-                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)  # follows symlinks: rules bind the target
-            except FileNotFoundError:
-                continue
-            try:
-                if not stat.S_ISDIR(os.fstat(fd).st_mode):
-                    access &= _FILE_ACCESS  # the kernel refuses folder-only rights on a file (EINVAL)
-                rule = _PathBeneath(access, fd)
-                if libc.syscall(add_rule, ctypes.c_int(ruleset), ctypes.c_int(1), ctypes.byref(rule),
-                                ctypes.c_uint32(0)) < 0:
-                    raise OSError(ctypes.get_errno(), f"landlock_add_rule failed for {path}")
-            finally:
-                os.close(fd)
-        if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS, required for an unprivileged restrict
-            raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
-        if libc.syscall(restrict, ctypes.c_int(ruleset), ctypes.c_uint32(0)) < 0:
-            raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
-    finally:
-        os.close(ruleset)
-    if readable is None:
-        return f"Landlock ABI {abi}: read-only except {', '.join(writable)}"
-    return (f"Landlock ABI {abi}: reads only {', '.join(readable)} and the GPU devices; "
-            f"writes only {', '.join(writable)}")
-
-
 SYSTEM_READABLE = ("/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/sys", "/dev")
 """The system a runner reads: shared libraries, compilers and ptxas's needs, config, and what the CUDA driver
 and torch read from /proc, /sys and /dev. Only the devices in GPU_DEVICES and PLAIN_DEVICES are writable."""
@@ -466,23 +379,3 @@ def runner_readable(extra: list[str]) -> list[str]:
     for path in [*python, *sites, toolkit, *packages, *_libcuda_dirs(), *_compiler_prefixes(), *system, *extra]:
         out += [os.path.abspath(path), os.path.realpath(path)]
     return [p for p in dict.fromkeys(out) if os.path.exists(p)]
-
-
-# ---------------------------------------------------------------------------------------------- rlimits
-
-RLIMITS = {"AS": resource.RLIMIT_AS, "DATA": resource.RLIMIT_DATA, "CPU": resource.RLIMIT_CPU,
-           "NPROC": resource.RLIMIT_NPROC, "CORE": resource.RLIMIT_CORE, "FSIZE": resource.RLIMIT_FSIZE}
-"""The resource limits a job may ask for, by the name after RLIMIT_ (worker_main.RLIMITS holds the same)."""
-
-
-def apply_rlimits(rlimits: dict[str, Any]) -> dict[str, str]:
-    """Set each limit (`value` or `[soft, hard]`) on this process; the description for the isolation record.
-
-    RLIMIT_FSIZE: a write past it raises SIGXFSZ, which kills the process unless ignored (then EFBIG).
-    """
-    applied = {}
-    for name, value in rlimits.items():
-        soft, hard = value if isinstance(value, list) else (value, value)
-        resource.setrlimit(RLIMITS[name], (soft, hard))
-        applied[name] = f"{soft}" if soft == hard else f"{soft} (hard {hard})"
-    return {"rlimits": ", ".join(f"RLIMIT_{k} {v}" for k, v in applied.items())} if applied else {}

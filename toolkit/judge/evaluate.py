@@ -17,12 +17,13 @@ memory the judge owns a copy of, and times are bounded by the judge's own events
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 import statistics
 import time
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -199,12 +200,12 @@ class Evaluation:
             timed = [c for c in configs if self._passing(c)] if opts and not (self.ended or self.lost) else []
             if timed:
                 self._load_baselines(sig)
-                for n, config in enumerate(timed):
-                    self.progress({"stage": "timing", "config": config.name, "done": len(configs) + n,
-                                   "total": self.steps})
-                    self.time(config, opts)
-                    if self.ended or self.lost:
-                        break
+            for n, config in enumerate(timed if not self.ended else []):
+                self.progress({"stage": "timing", "config": config.name, "done": len(configs) + n,
+                               "total": self.steps})
+                self.time(config, opts)  # type: ignore[arg-type]
+                if self.ended or self.lost:
+                    break
         except RunnerEnded as exc:
             self.ended = exc
         if self.lost:
@@ -243,7 +244,12 @@ class Evaluation:
             self.baseline.ask(Load(name="baseline", kernel=self.job.baseline, signature=sig), Done)  # type: ignore[arg-type]
             if self.job.compiled_baseline:
                 self.baseline.ask(Load(name="compiled", kernel=self.job.compiled_baseline, signature=sig), Done)
-        except (CandidateFailed, RunnerEnded, ProtocolViolation) as exc:
+        except RunnerEnded as exc:
+            if exc.status == "timeout":  # the evaluation's time ran out (the candidate's checks may have spent it)
+                self.ended = exc
+                return
+            raise InfraError(f"the task's baseline could not be loaded: {exc}") from None
+        except (CandidateFailed, ProtocolViolation) as exc:
             raise InfraError(f"the task's baseline could not be loaded: {exc}") from None
 
     def _fail(self, config: Config, exc: Exception, what: str = "") -> None:
@@ -418,9 +424,10 @@ class Evaluation:
             reset_persisting_l2(device)
             checked = self.job.integrity != "off"
             for s in subjects:  # warm-up: JIT compiles, autotuning, clocks
-                run_batch(s, fresh, params, 3, flush, self.rng, checked=False)
-                s.bound.reported_us.clear(), s.bound.judged_us.clear()
-            empty_judged, empty_reported = empty_call_us(trusted, flush)
+                self._batch(s, fresh, params, 3, flush, checked=False)
+                s.bound.reported_us.clear(), s.bound.judged_us.clear(), s.bound.flush_us.clear()
+            with self._guard(trusted):
+                empty_judged, empty_reported = empty_call_us(trusted, flush)
             count = 8 if device.type == "cuda" else 2
             started = time.perf_counter()
             samples = {s.name: s.bound.reported_us for s in subjects}
@@ -430,7 +437,7 @@ class Evaluation:
                 order = subjects[rep % len(subjects):] + subjects[:rep % len(subjects)]
                 for s in order:
                     reset_persisting_l2(device)
-                    run_batch(s, fresh, params, count, flush, self.rng, checked=checked and s is subjects[0])
+                    self._batch(s, fresh, params, count, flush, checked=checked and s is subjects[0])
                 rep += 1
             self.laps.lap("timing_s")
             findings = list(result.integrity)
@@ -443,6 +450,7 @@ class Evaluation:
             self.ended = exc
             return
         finally:
+            self.candidate.resume()
             for b in benches:
                 b.close()
         # The chain's cost: from the baseline's runner, which is trusted to report honestly, on calls with a
@@ -453,6 +461,8 @@ class Evaluation:
         findings += found
         if checked and cand.judged_us is not None:
             findings += _bound_findings(cand, config.name, device.type == "cuda")
+        if checked and len(subjects) > 1:
+            findings += _contention_findings(subjects[0].bound.flush_us, subjects[1].bound.flush_us, config.name)
         update: dict[str, Any] = {"candidate": cand, "baseline": stats.get("baseline"),
                                   "compiled": stats.get("compiled"), "integrity": _unique(findings)}
         wrong = [f for f in found if f.defence in ("timed_recheck", "stale_results")]
@@ -461,15 +471,47 @@ class Evaluation:
                           f"the same answer): {merely_wrong}")
         elif wrong:
             update.update(status="fail", message=wrong[0].evidence)
-        floor = 1e-3  # a claimed time of zero must not make an infinite speedup
+        # What the speedup uses: the reported median, never under the judge's bound (a report shaved within the
+        # bound's margin gains nothing more) nor under MIN_US (a time of zero breaks a geometric mean).
+        scored = max(cand.median_us, _bound_us(cand, device.type == "cuda"), MIN_US)
+        update["candidate"] = cand = cand.model_copy(update={"scored_us": scored})
         if "baseline" in stats:
-            update["speedup"] = stats["baseline"].median_us / max(cand.median_us, floor)
+            update["speedup"] = stats["baseline"].median_us / scored
         if "compiled" in stats:
-            update["speedup_vs_compiled"] = stats["compiled"].median_us / max(cand.median_us, floor)
-        if cand.median_us > 0:
-            update["achieved_tflops"] = result.flops / (cand.median_us * 1e-6) / 1e12
-            update["achieved_gbps"] = result.bytes / (cand.median_us * 1e-6) / 1e9
+            update["speedup_vs_compiled"] = stats["compiled"].median_us / scored
+        update["achieved_tflops"] = result.flops / (scored * 1e-6) / 1e12
+        update["achieved_gbps"] = result.bytes / (scored * 1e-6) / 1e9
         self.results[config.name] = result.model_copy(update=update)
+
+    def _batch(self, subject: Subject, fresh: Fresh, params: dict, count: int, flush: Callable[[], None],
+               checked: bool) -> None:
+        """One batch of a subject. While a trusted runner is timed, the candidate's processes are stopped (no
+        CPU hog between its own calls); a trusted runner's failure is ours, except running out of time."""
+        if subject.link is self.candidate:
+            run_batch(subject, fresh, params, count, flush, self.rng, checked=checked)
+            return
+        self.candidate.suspend()
+        try:
+            with self._guard(subject):
+                run_batch(subject, fresh, params, count, flush, self.rng, checked=checked)
+        finally:
+            self.candidate.resume()
+
+    @contextlib.contextmanager
+    def _guard(self, subject: Subject) -> Iterator[None]:
+        """A trusted runner failing is an infrastructure error, never the candidate's; running out of the
+        evaluation's time is the evaluation's timeout (the candidate may have spent it)."""
+        if subject.link is self.candidate:
+            yield
+            return
+        try:
+            yield
+        except RunnerEnded as exc:
+            if exc.status == "timeout":
+                raise
+            raise InfraError(f"the task's {subject.link.role} runner failed: {exc}") from None
+        except (CandidateFailed, ProtocolViolation) as exc:
+            raise InfraError(f"the task's {subject.link.role} runner failed: {exc}") from None
 
     def _stats(self, subject: Subject, chain: float, empty: float) -> TimingStats:
         """The reported times less the empty region; the judge's own less the chain and the same region."""
@@ -548,11 +590,12 @@ def what_ran_findings(prof: Profiled, forbid: list[str], share_max: float, langu
         return found
     if language == "triton" and not prof.interpreter_launches:
         found.append(finding("no_own_kernel", config, "the call launched no Triton kernel"))
-    compute = sorted({k.name for k in prof.kernels if k.name.startswith("aten::") and k.name not in BOOKKEEPING_OPS
-                      and k.elements * 2 >= output_elements})
-    if compute:
-        found.append(finding("library_time", config, "PyTorch computed on the whole problem inside the call: "
-                             + ", ".join(compute[:5])))
+    compute = [k for k in prof.kernels if k.name.startswith("aten::") and k.name not in BOOKKEEPING_OPS]
+    touched = sum(k.elements for k in compute)
+    if compute and touched * 2 >= output_elements:  # in one op or in slices
+        found.append(finding("library_time", config, f"PyTorch ops computed on {touched:,} elements inside the "
+                             f"call (the output has {output_elements:,}): "
+                             + ", ".join(sorted({k.name for k in compute})[:5])))
     return found
 
 
@@ -562,10 +605,35 @@ def _flusher(device: torch.device) -> Callable[[], None]:
     return make(device)
 
 
+MIN_US = 0.5
+"""The least time a call is scored at: no GPU call takes less, and a time of zero breaks a geometric mean."""
+CONTENTION = (1.5, 20.0)
+"""The judge's own flush and gate, timed before every call: taking more than 1.5x (and 20 us) as long while
+the baseline is timed as while the candidate is means something else kept the GPU busy then."""
+
+
+def _bound_us(stats: TimingStats, on_gpu: bool) -> float:
+    """The least median the judge's own clock allows (0 without one)."""
+    ratio, slack = BOUND_GPU if on_gpu else BOUND_CPU
+    return max((stats.judged_us or 0.0) * ratio - slack, 0.0)
+
+
+def _contention_findings(candidate_flush: list[float], baseline_flush: list[float],
+                         config: str) -> list[IntegrityFinding]:
+    if not candidate_flush or not baseline_flush:
+        return []
+    during_cand, during_base = statistics.median(candidate_flush), statistics.median(baseline_flush)
+    ratio, slack = CONTENTION
+    if during_base > during_cand * ratio + slack:
+        return [finding("contention", config, f"the judge's own flush took {during_base:.0f} us before the "
+                        f"baseline's calls and {during_cand:.0f} us before the candidate's: the GPU was kept busy "
+                        "while the baseline was timed (work the candidate left running?)")]
+    return []
+
+
 def _bound_findings(stats: TimingStats, config: str, on_gpu: bool) -> list[IntegrityFinding]:
     judged = stats.judged_us or 0.0
-    ratio, slack = BOUND_GPU if on_gpu else BOUND_CPU
-    if stats.median_us < judged * ratio - slack:
+    if stats.median_us < _bound_us(stats, on_gpu):
         return [finding("timing_bound", config, f"the runner reported {stats.median_us:.1f} us per call, but the "
                         f"judge's own clock saw {judged:.1f} us per call (net of the handshake's "
                         f"{stats.overhead_us:.1f} us): the reported times are not the calls' times")]

@@ -10,8 +10,9 @@
         EOF / deadline  -> RunnerEnded (crash, exit, timeout, oom: from the process's end)
     link.close()                     kill the group and the cgroup, remove the scratch
 
-The runner stays in the judge's process group, in a pid namespace where one exists: killing the judge's
-group (the engine does on timeout) takes every runner and whatever they started with it.
+A runner has a session of its own (a signal to its process group reaches nothing else) in a pid namespace
+where one exists, and dies with the judge (parent-death signal on its outermost process, whose namespace
+dies with it), so the engine killing the judge's group on a timeout takes every runner with it.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from ..sandbox import RunCgroup, launch_prefix, probe, runner_readable
 from ..worker import SIGNAL_HINTS, TAIL_CHARS, WorkerLimits, _child_env, _pump, _signal_name, _Tail
 
 R = TypeVar("R")
+SETPRIV = shutil.which("setpriv")
 FILE_LIMIT_BYTES = 1 << 30
 """RLIMIT_FSIZE of a runner: no file it writes grows past this."""
 
@@ -91,11 +93,15 @@ class RunnerLink:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         env = _child_env(backend, gpu, scratch, {"TRITON_CACHE_DIR": str(scratch / "triton"),  # private
                                                  "CRUCIBLE_RUNNER_DEVICE": "cuda" if backend == "cuda" else "cpu"})
-        command = [*launch_prefix(limits, caps, cgroup), sys.executable, "-P", "-s", "-X", "faulthandler",
-                   "-m", "crucible.toolkit.runner.main", str(theirs.fileno())]
+        # A session of its own, so a signal to its process group reaches no judge and no other runner; and
+        # death with the judge (whose group the engine kills on a timeout) by the parent-death signal.
+        orphan_guard = [SETPRIV, "--pdeathsig", "KILL", "--"] if SETPRIV else []
+        command = [*orphan_guard, *launch_prefix(limits, caps, cgroup), sys.executable, "-P", "-s", "-X",
+                   "faulthandler", "-m", "crucible.toolkit.runner.main", str(theirs.fileno())]
         try:
             proc = subprocess.Popen(command, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=scratch, env=env)
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=scratch, env=env,
+                                    start_new_session=True)
         except OSError as exc:
             shutil.rmtree(scratch, ignore_errors=True)
             if cgroup:
@@ -218,10 +224,30 @@ class RunnerLink:
                            "early is a failure")
 
     def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
             self.proc.kill()
         if self.cgroup:
             self.cgroup.kill_all()
+
+    def _signal_all(self, sig: int) -> None:
+        """Signal every process of the runner: its cgroup's when it has one (a child that left the session
+        is still in it), else its process group."""
+        pids = self.cgroup.pids() if self.cgroup else []
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+        if not pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, sig)
+
+    def suspend(self) -> None:
+        """Stop every process of the runner (while another runner is timed: no CPU hog between calls)."""
+        self._signal_all(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self._signal_all(signal.SIGCONT)
 
     def output(self) -> str:
         return self.tail.text()[-TAIL_CHARS:]

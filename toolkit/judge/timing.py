@@ -59,6 +59,8 @@ class Bound:
     reported_us: list[float] = field(default_factory=list)
     judged_us: list[float] = field(default_factory=list)
     samples: list[Sample] = field(default_factory=list)
+    flush_us: list[float] = field(default_factory=list)
+    """GPU: the judge's own flush and gate before each call (longer when another context holds the GPU)."""
 
 
 class Subject:
@@ -131,6 +133,8 @@ def gpu_batch(subject: Subject, fresh: Fresh | None, params: dict, count: int, f
                 fresh.fill(subject.inputs, call)
             for t in subject.outputs:
                 poison_(t)
+            f = torch.cuda.Event(enable_timing=True)
+            f.record(stream)
             flush()
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             a.record(stream)
@@ -139,7 +143,7 @@ def gpu_batch(subject: Subject, fresh: Fresh | None, params: dict, count: int, f
             write_value(stream, go, first + k)
             wait_value(stream, done, first + k)
             b.record(stream)
-            events.append((a, b))
+            events.append((f, a, b))
             if call and k in sample:
                 kept.append(Sample(call, [o.clone() for o in subject.outputs], previous))
             previous = call
@@ -156,7 +160,8 @@ def gpu_batch(subject: Subject, fresh: Fresh | None, params: dict, count: int, f
                                 f"{len(reply.us)} times from {reply.first_seq}")
     torch.cuda.synchronize()
     subject.bound.reported_us += reply.us
-    subject.bound.judged_us += [a.elapsed_time(b) * 1e3 for a, b in events]
+    subject.bound.judged_us += [a.elapsed_time(b) * 1e3 for _, a, b in events]
+    subject.bound.flush_us += [f.elapsed_time(a) * 1e3 for f, a, _ in events]
     subject.bound.samples += kept
 
 
