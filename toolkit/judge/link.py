@@ -41,6 +41,8 @@ from ..worker import SIGNAL_HINTS, TAIL_CHARS, WorkerLimits, _child_env, _pump, 
 
 R = TypeVar("R")
 SETPRIV = shutil.which("setpriv")
+ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
+"""A CPU runner computes on one thread, so its CPU time bounds its wall time (the judge's check on the CPU)."""
 FILE_LIMIT_BYTES = 1 << 30
 """RLIMIT_FSIZE of a runner: no file it writes grows past this."""
 
@@ -92,7 +94,8 @@ class RunnerLink:
                                   max_processes=limits.max_processes)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         env = _child_env(backend, gpu, scratch, {"TRITON_CACHE_DIR": str(scratch / "triton"),  # private
-                                                 "CRUCIBLE_RUNNER_DEVICE": "cuda" if backend == "cuda" else "cpu"})
+                                                 "CRUCIBLE_RUNNER_DEVICE": "cuda" if backend == "cuda" else "cpu",
+                                                 **ONE_THREAD})
         # A session of its own, so a signal to its process group reaches no judge and no other runner; and
         # death with the judge (whose group the engine kills on a timeout) by the parent-death signal.
         orphan_guard = [SETPRIV, "--pdeathsig", "KILL", "--"] if SETPRIV else []
@@ -242,6 +245,15 @@ class RunnerLink:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, sig)
 
+    def cpu_seconds(self) -> float:
+        """CPU time used so far by the runner's processes (every thread; those of its cgroup), from their
+        kernel CPU clocks: the judge's own measure of a CPU runner's work, which waiting does not inflate."""
+        total = 0.0
+        for pid in (self.cgroup.pids() if self.cgroup else []) or [self.proc.pid, *_children(self.proc.pid)]:
+            with contextlib.suppress(OSError):
+                total += time.clock_gettime(((~pid) << 3) | 2)  # MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED)
+        return total
+
     def suspend(self) -> None:
         """Stop every process of the runner (while another runner is timed: no CPU hog between calls)."""
         self._signal_all(signal.SIGSTOP)
@@ -271,6 +283,19 @@ class RunnerLink:
         if self.cgroup:
             self.cgroup.remove()
         shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def _children(pid: int) -> list[int]:
+    """The process tree under `pid` (the runner sits under its launch prefix's processes)."""
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        for task in Path(f"/proc/{p}/task").glob("*/children"):
+            with contextlib.suppress(OSError, ValueError):
+                kids = [int(k) for k in task.read_text().split()]
+                found += kids
+                todo += kids
+    return found
 
 
 def runner_limits(timeout_s: float, memory_mb: int, max_processes: int) -> WorkerLimits:

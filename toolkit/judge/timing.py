@@ -15,14 +15,15 @@ Every timed call sees contents it has never seen, and sampled calls (chosen by t
 are checked against the reference, so a cache keyed on contents or on the poison pattern gains nothing,
 and work deferred past the call's end is either inside B or missing from the copied outputs.
 
-On the CPU each call is a request: the judge refills, asks, and times the round trip with its own clock.
+On the CPU each call is a request: the judge refills, asks, and reads how much CPU time the runner's
+processes spent on it (their kernel CPU clocks; the runner computes on one thread, so that bounds the
+call's wall time from below, and waiting for a busy CPU does not inflate it).
 """
 
 from __future__ import annotations
 
 import random
 import statistics
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -174,9 +175,9 @@ def cpu_batch(subject: Subject, fresh: Fresh | None, params: dict, count: int, s
         for t in subject.outputs:
             poison_(t)
         subject.seq += 1
-        t0 = time.perf_counter()
+        c0 = subject.link.cpu_seconds()
         reply = subject.link.ask(Call(kernel=subject.kernel, seq=subject.seq, params=params), Called)
-        judged = (time.perf_counter() - t0) * 1e6
+        judged = (subject.link.cpu_seconds() - c0) * 1e6  # the CPU time the runner spent on the request
         if reply.seq != subject.seq:
             raise ProtocolViolation(f"the {subject.link.role} answered call {reply.seq} when asked for call "
                                     f"{subject.seq}")
