@@ -2,7 +2,11 @@
 defences its first line names, and leaves nothing behind; no expert solution, baseline or stub of the suite
 trips anything.
 
-"Caught" means the final verdict is not `pass`, whatever else the expectations say. Tripwires are checked on
+"Caught" means the final verdict is not `pass`, whatever else the expectations say, except for a cheat whose
+line says `verdict:defeated`: an attack the design makes void (signals that reach only the cheat itself,
+caches that never hit on inputs made anew each call), which then computes honestly; it may pass, but only
+with no more than DEFEATED_MARGIN times the speedup of the task's own expert solution scored the same way.
+Tripwires are checked on
 the text; runtime defences and verdicts by scoring each cheat as a submission (final scoring: visible and
 hidden configs, profiled calls, timed re-checks): every Triton cheat on the CPU (Triton's interpreter), every
 cheat on a GPU (`-m gpu`). The CUDA cheats are also built on the CPU, where the build's own defences show.
@@ -39,6 +43,24 @@ LEFTOVER_MARK = "crucible-redteam"
 """Files a cheat leaves behind (stores, caches, ballast) carry this in their names."""
 BUILD_LIMIT_BYTES = 1 << 30
 """A build may not write more than a runner may (judge/link.py FILE_LIMIT_BYTES)."""
+
+
+DEFEATED_MARGIN = 1.75
+"""A defeated attack's speedup against its honest twin's (the expert solution): CPU timings are noisy."""
+_HONEST: dict[tuple[str, str], float | None] = {}
+
+
+def honest_speedup(task: Task, backend: str, tmp_path: Path) -> float | None:
+    """The task's expert solution scored like a cheat (once per task and backend)."""
+    key = (task.id, backend)
+    if key not in _HONEST:
+        sub = tmp_path / "honest"
+        sub.mkdir()
+        shutil.copyfile(task.file(task.spec.solution), sub / task.spec.candidate)  # type: ignore[arg-type]
+        score, _ = score_session(task, sub, backend)  # type: ignore[arg-type]
+        assert score.verdict == "pass", f"{task.id}: the expert solution itself scores {score.verdict}"
+        _HONEST[key] = score.speedup
+    return _HONEST[key]
 
 
 def cheat_id(path: Path) -> str:
@@ -112,7 +134,8 @@ def assert_nothing_left(before: dict[str, set[str]], after: dict[str, set[str]],
 # ---------------------------------------------------------------- scoring
 
 def score_cheat(cheat: Path, backend: str, tmp_path: Path) -> tuple[str, list[str], str, str]:
-    """verdict, flags, message, and every text of the evaluation an agent could be shown."""
+    """verdict, flags, message, and every text of the evaluation an agent could be shown (for a defeated
+    attack that passed, its speedup against the honest one's is added to the message)."""
     task = task_of(cheat)
     sub = tmp_path / "submission"
     sub.mkdir()
@@ -123,7 +146,13 @@ def score_cheat(cheat: Path, backend: str, tmp_path: Path) -> tuple[str, list[st
     shown = [score.message, *score.flags]
     if ev is not None:
         shown += [ev.message, ev.stderr_tail or "", *(c.message or "" for c in ev.configs)]
-    return score.verdict, score.flags, score.message, "\n".join(shown)
+    verdict, message = score.verdict, score.message
+    if verdict == "pass" and "verdict:defeated" in expected(cheat, gpu=backend != "cpu"):
+        honest = honest_speedup(task, backend, tmp_path)
+        gained = score.speedup is not None and honest is not None and score.speedup > DEFEATED_MARGIN * honest
+        verdict = "pass" if gained else "defeated"
+        message = f"{message} [speedup {score.speedup} against the expert's {honest}]"
+    return verdict, score.flags, message, "\n".join(shown)
 
 
 def assert_caught(cheat: Path, verdict: str, flags: list[str], message: str, shown: str, *,
@@ -140,13 +169,29 @@ def assert_caught(cheat: Path, verdict: str, flags: list[str], message: str, sho
             assert verdict == name, f"{where}: expected verdict {name}"
 
 
-@pytest.mark.parametrize("cheat", [p for p in CHEATS if p.suffix == ".py"], ids=cheat_id)
+KNOWN_HOLES = {
+    "what_ran/triton_profiler_aware.py": "the kernel list is the runner's own profiler's claim: a candidate that "
+                                         "behaves while profiled passes (docs/integrity.md, known gaps)",
+    "what_ran/triton_forged_profile.py": "the kernel list is the runner's own profiler's claim: a candidate that "
+                                         "forges it passes (docs/integrity.md, known gaps)",
+    "what_ran/cuda_forged_profile.cu": "the kernel list is the runner's own profiler's claim (known gaps)",
+}
+"""Cheats that still pass, on purpose in the corpus: strict xfails, so closing one turns its test red until it
+leaves this list."""
+
+
+def cases(cheats: list[Path]) -> list:
+    return [pytest.param(p, id=cheat_id(p), marks=pytest.mark.xfail(strict=True, reason=KNOWN_HOLES[cheat_id(p)]))
+            if cheat_id(p) in KNOWN_HOLES else pytest.param(p, id=cheat_id(p)) for p in cheats]
+
+
+@pytest.mark.parametrize("cheat", cases([p for p in CHEATS if p.suffix == ".py"]))
 def test_each_triton_cheat_is_caught_on_the_cpu(cheat: Path, tmp_path: Path) -> None:
     assert_caught(cheat, *score_cheat(cheat, "cpu", tmp_path))
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("cheat", CHEATS, ids=cheat_id)
+@pytest.mark.parametrize("cheat", cases(CHEATS))
 def test_each_cheat_is_caught_on_the_gpu(cheat: Path, tmp_path: Path) -> None:
     verdict, flags, message, shown = score_cheat(cheat, "cuda", tmp_path)
     print(f"REDTEAM {cheat_id(cheat)}: {verdict}; {flags}")  # the figures of the GPU run keep this line

@@ -1,4 +1,4 @@
-// expect: tripwire:process_control tripwire:concurrency verdict:incorrect
+// expect: tripwire:process_control tripwire:concurrency verdict:defeated
 // A host thread stops the whole process group (the judge, the baseline's runner) 2 ms in every 3; this
 // runner, pid 1 of its pid namespace, does not stop itself. The baseline's runner queues its timed calls
 // while it is stopped and started, so its events open before its kernels are even launched. If signals to

@@ -1,4 +1,4 @@
-# expect: tripwire:concurrency tripwire:side_stream tripwire:timer_tampering verdict:flagged
+# expect: tripwire:concurrency tripwire:side_stream tripwire:timer_tampering runtime:timing_bound verdict:flagged
 # The judge times the baseline while this runner waits for its next call: that is when to make the machine
 # slow. Between our own calls, keep the processors busy (forked spinners on the CPU; spin kernels on a
 # stream of our own on a GPU, which time-slices with the baseline's context); during our calls, stand still.

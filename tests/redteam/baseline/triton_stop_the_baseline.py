@@ -1,4 +1,4 @@
-# expect: tripwire:concurrency tripwire:monkeypatch tripwire:process_control verdict:incorrect
+# expect: tripwire:concurrency tripwire:monkeypatch tripwire:process_control verdict:defeated
 # The baseline is timed in a runner of its own, by its own clock, while this runner waits for its next call.
 # Both runners and the judge share one process group, and this runner is pid 1 of its pid namespace, which
 # its own SIGSTOP does not stop: so stop the whole group 2 ms in every 3. The baseline's calls take 3x as

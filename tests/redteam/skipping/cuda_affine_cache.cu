@@ -1,4 +1,4 @@
-// expect: runtime:timed_recheck verdict:flagged
+// expect: verdict:defeated
 // task: cuda2cuda/reduce_sum
 // Row sums without reading the rows. The judge's fresh timed inputs are two base sets under a new scale and
 // offset per call (judge/cases.py Fresh), so each is a*x1 + b of an input already seen, and its row sums

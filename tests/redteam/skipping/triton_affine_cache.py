@@ -1,4 +1,4 @@
-# expect: runtime:timed_recheck verdict:flagged
+# expect: verdict:defeated
 # The judge's "fresh" timed inputs are two base sets under a new scale and offset per call (judge/cases.py
 # Fresh), so every input a call sees is a*x1 + b of one it has already seen. Keep the first answer per base,
 # recognize the base and solve (a, b) from 8 sampled elements, and answer a*c1 + 3b: one stream read
