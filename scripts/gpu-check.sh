@@ -13,6 +13,11 @@
 #   integrity the runtime defences' cost on every expert solution, and their false alarms (none expected)
 #   profiler  what a profiler session costs in a fresh worker, and a cProfile of one evaluation
 #   mcp       the MCP round trip alone (get_task over stdio; what run_tests adds over the engine)
+#   judge     the judge/runner split: tests/test_gpu.py without the per-task tests, then the timer's
+#             repeatability and agreement with ncu and with the judge (benchmarks/judged_timing.py)
+#   redteam   every red-team cheat scored on the GPU (tests/test_redteam.py -m gpu)
+#   final     final scoring of every expert solution: verdicts, false alarms, time against before
+#             (benchmarks/final_scoring.py; TASKS=... for a part; figures merge across calls)
 #   run       crucible run --no-sandbox --suite core (the scripted expert plan), and its report; the run
 #             folder comes back as $OUT/gpu-run.tgz, and RESUME=1 resumes it when carried as crucible-runs/gpu
 # Each step runs under `timeout $STEP_TIMEOUT` (default 540 s). Logs and figures land in benchmarks/results/
@@ -42,7 +47,7 @@ step() {  # step NAME CMD...: run under the time limit, log to $logs/NAME.log, r
   local code=${PIPESTATUS[0]}
   # A step killed at its limit can leave servers and workers behind (they run in sessions of their own);
   # they would hold the GPU and disturb every later step.
-  pkill -9 -f 'crucible.toolkit.worker_main|crucible.harness.cli serve' 2>/dev/null || true
+  pkill -9 -f 'crucible.toolkit.worker_main|crucible.toolkit.runner.main|crucible.harness.cli serve' 2>/dev/null || true
   echo "== $name: exit $code"
   [[ $code == 0 ]] || rc=1
 }
@@ -59,6 +64,15 @@ for s in ${steps//,/ }; do
       select=()
       [[ ${FULL:-0} == 1 ]] || select=(-k "not expert_solution_is_correct and not baseline_is_correct")
       step gpu-tests python3 -m pytest -m gpu -q -rP -p no:cacheprovider "${select[@]}" "$@" tests ;;
+    judge)
+      step gpu-judge-tests python3 -m pytest -m gpu -q -rP -p no:cacheprovider tests/test_gpu.py \
+        -k "not expert_solution_is_correct and not baseline_is_correct" "$@"
+      step judged-timing python3 benchmarks/judged_timing.py --repeats "${REPEATS:-3}" ;;
+    redteam)
+      step gpu-redteam python3 -m pytest -m gpu -q -rP -p no:cacheprovider tests/test_redteam.py "$@" ;;
+    final)
+      # shellcheck disable=SC2086
+      step final-scoring python3 benchmarks/final_scoring.py ${TASKS:+--tasks $TASKS} ;;
     integrity)  # what the runtime defences cost on the experts, and that none fires on them
       step integrity-cost python3 benchmarks/integrity_cost.py "$@" ;;
     profiler)
