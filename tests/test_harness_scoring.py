@@ -73,6 +73,14 @@ def test_skipped_hidden_configs_leave_generalization_decided_on_those_that_ran(t
                                                cfg("big", "skipped", speedup=None)]))
     assert score.verdict == "pass" and score.generalizes is True
     assert "hidden 1/1 right, 1 skipped" in score.message
+    assert (score.hidden_configs, score.hidden_checked) == (2, 1)  # the report says "1 of 2 hidden configs checked"
+
+
+def test_a_score_records_whether_its_timings_are_comparable(task: Task) -> None:
+    everywhere = [cfg("small"), cfg("half"), cfg("tail"), cfg("big")]
+    assert score_evaluation(task, ev(configs=everywhere)).timing_comparable is True
+    on_cpu = score_evaluation(task, ev(configs=everywhere, comparable=False))
+    assert on_cpu.verdict == "pass" and on_cpu.timing_comparable is False and on_cpu.speedup is not None
 
 
 def test_impossible_figures_are_flagged_but_the_verdict_stays_pass(task: Task) -> None:
@@ -118,14 +126,16 @@ def test_a_frozen_submission_that_changed_after_submit_is_flagged(task: Task, tm
 
 
 def test_a_submission_tripping_a_tripwire_carries_the_flag_with_its_line_and_reason(task: Task, tmp_path: Path) -> None:
-    sub = submission_with(task, HERE / "redteam" / "triton_identity_cache.py", tmp_path / "cached")
+    sub = submission_with(task, HERE / "planted" / "vadd_identity_cache.py", tmp_path / "cached")
     score, _ = score_session(task, sub, "cpu")
     trips = [f for f in score.flags if f.startswith("tripwire:")]
     assert trips and all(f.startswith("tripwire:identity_cache kernel.py:") for f in trips), score.flags
     assert "input identity" in trips[0]
-    # ...and the runtime defence catches what the tripwire only pointed at
-    assert score.verdict == "flagged" and "stale_results" in score.message, score.message
-    assert any(f.startswith("runtime:stale_results") for f in score.flags)
+    # ...and the runtime defences catch what the tripwire only pointed at: the answer kept for the address is
+    # wrong on the next call's fresh contents
+    assert score.verdict != "pass", score.message
+    assert any(f.startswith(("runtime:stale_results", "runtime:timed_recheck")) for f in score.flags) or \
+        score.verdict == "incorrect", (score.verdict, score.flags)
 
 
 def test_a_clean_expert_solution_carries_no_flag(task: Task, tmp_path: Path) -> None:

@@ -116,6 +116,16 @@ def _poison_value(t: torch.Tensor) -> float | int | bool:
     return True if t.dtype == torch.bool else torch.iinfo(t.dtype).max
 
 
+def _prepare(subject: Subject, fresh: Fresh | None) -> FreshCall | None:
+    """Before a timed call: fresh inputs (none for an empty call), poisoned outputs."""
+    call = fresh.draw() if fresh else None
+    if fresh and call:
+        fresh.fill(subject.inputs, call)
+    for t in subject.outputs:
+        poison_(t)
+    return call
+
+
 def gpu_batch(subject: Subject, fresh: Fresh | None, params: dict, count: int, flush: Callable[[], None],
               sample: set[int]) -> None:
     """Queue `count` gated calls on both sides, collect both measures; on any failure release the judge's
@@ -129,11 +139,7 @@ def gpu_batch(subject: Subject, fresh: Fresh | None, params: dict, count: int, f
     previous = None
     try:
         for k in range(count):
-            call = fresh.draw() if fresh else None
-            if fresh and call:
-                fresh.fill(subject.inputs, call)
-            for t in subject.outputs:
-                poison_(t)
+            call = _prepare(subject, fresh)
             f = torch.cuda.Event(enable_timing=True)
             f.record(stream)
             flush()
@@ -169,11 +175,7 @@ def gpu_batch(subject: Subject, fresh: Fresh | None, params: dict, count: int, f
 def cpu_batch(subject: Subject, fresh: Fresh | None, params: dict, count: int, sample: set[int]) -> None:
     previous = None
     for k in range(count):
-        call = fresh.draw() if fresh else None
-        if fresh and call:
-            fresh.fill(subject.inputs, call)
-        for t in subject.outputs:
-            poison_(t)
+        call = _prepare(subject, fresh)
         subject.seq += 1
         c0 = subject.link.cpu_seconds()
         reply = subject.link.ask(Call(kernel=subject.kernel, seq=subject.seq, params=params), Called)
