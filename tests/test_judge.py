@@ -13,8 +13,9 @@ import pytest
 import torch
 
 from crucible.toolkit.judge.cases import Case, Fresh, Layout
-from crucible.toolkit.judge.evaluate import _bound_findings, what_ran_findings
 from crucible.toolkit.judge.link import CandidateFailed, ProtocolViolation, RunnerEnded, RunnerLink
+from crucible.toolkit.judge.timing import bound_findings as _bound_findings
+from crucible.toolkit.judge.what_ran import what_ran_findings
 from crucible.toolkit.protocol import Called, KernelClaim, Profiled
 from crucible.toolkit.results import TimingStats
 from crucible.toolkit.runner.loading import import_file
@@ -224,7 +225,7 @@ def test_in_the_interpreter_pytorch_working_in_slices_is_counted_over_all_its_sl
 
 
 def test_a_gpu_kept_busy_while_the_baseline_is_timed_is_caught_and_a_quiet_one_is_not() -> None:
-    from crucible.toolkit.judge.evaluate import _contention_findings
+    from crucible.toolkit.judge.timing import contention_findings as _contention_findings
 
     quiet = [180.0, 182.0, 181.0]
     assert _contention_findings(quiet, [181.0, 183.0, 180.0], "c") == []
@@ -233,7 +234,7 @@ def test_a_gpu_kept_busy_while_the_baseline_is_timed_is_caught_and_a_quiet_one_i
 
 
 def test_the_scored_time_is_never_under_the_judges_bound() -> None:
-    from crucible.toolkit.judge.evaluate import _bound_us
+    from crucible.toolkit.judge.timing import bound_us as _bound_us
 
     assert _bound_us(stats(10.0, 100.0), on_gpu=True) == pytest.approx(0.85 * 100 - 3)
     assert _bound_us(stats(10.0, 2.0), on_gpu=True) == 0.0

@@ -31,7 +31,7 @@ import torch
 
 from .. import oracles
 from ..checking import compare, describe, poison_
-from ..integrity import LIBRARY_KERNEL, finding
+from ..integrity import finding
 from ..protocol import (
     Bind,
     CallSignature,
@@ -45,32 +45,24 @@ from ..protocol import (
     Trace,
     Traced,
 )
-from ..results import ConfigResult, DeviceInfo, IntegrityFinding, KernelTime, SeedCheck, TimingStats
+from ..results import ConfigResult, DeviceInfo, IntegrityFinding, SeedCheck, TimingStats
 from ..shared_memory import Arena, reset_persisting_l2
 from ..task import Config, Task, load_task, resolve_dtype, task_metrics
 from ..timing import CAREFUL, QUICK, TimingOptions, _done, summarize
 from .cases import Case, Fresh, Layout, params_of
 from .link import CandidateFailed, ProtocolViolation, RunnerEnded, RunnerLink, Runners
-from .timing import Subject, empty_call_us, run_batch, trusted_overhead_us
-
-BOUND_GPU = (0.85, 3.0)
-"""On a GPU a reported median under 85% of the judge's own (net) median, less 3 us, is flagged: the
-handshake's own cost varies by about 2 us on an H200 (benchmarks/cross_process_timing.py)."""
-BOUND_CPU = (0.85, 300.0)
-"""On the CPU the judge's measure is the CPU time the runner spent on each call, less the request's own
-(calibrated on the baseline's runner); a single-threaded call's wall time is at least that."""
-BOOKKEEPING_OPS = {
-    "aten::empty", "aten::empty_like", "aten::empty_strided", "aten::zeros", "aten::zeros_like", "aten::ones",
-    "aten::full", "aten::fill_", "aten::zero_", "aten::copy_", "aten::_to_copy", "aten::to", "aten::detach",
-    "aten::view", "aten::reshape", "aten::as_strided", "aten::contiguous", "aten::clone", "aten::resize_",
-    "aten::alias", "aten::lift_fresh", "aten::_reshape_alias", "aten::unsqueeze", "aten::squeeze",
-    "aten::expand", "aten::t", "aten::transpose", "aten::permute", "aten::select", "aten::slice",
-    "aten::narrow", "aten::item", "aten::_local_scalar_dense", "aten::flatten", "aten::unbind", "aten::split",
-    "aten::chunk", "aten::new_empty", "aten::numpy_T", "aten::result_type", "aten::is_nonzero",
-    "aten::view_as", "aten::expand_as", "aten::unflatten", "aten::_unsafe_view", "aten::set_",
-}
-"""Host ops that move or shape memory without computing; every other aten op is PyTorch doing the work."""
-
+from .timing import (
+    MIN_US,
+    Subject,
+    bound_findings,
+    bound_us,
+    contention_findings,
+    empty_call_us,
+    flusher,
+    run_batch,
+    trusted_overhead_us,
+)
+from .what_ran import kernel_breakdown, what_ran_findings
 
 RECHECKS = 8
 """How many sampled timed calls of a config the judge checks (about one in six is sampled)."""
@@ -420,7 +412,7 @@ class Evaluation:
                 subjects += [Subject(k, self.baseline, base_bench.arena, base_bench.inputs, base_bench.outputs, k,
                                      counter) for k in kernels]
                 trusted = subjects[1]
-            flush = _flusher(device)
+            flush = flusher(device)
             reset_persisting_l2(device)
             checked = self.job.integrity != "off"
             for s in subjects:  # warm-up: JIT compiles, autotuning, clocks
@@ -462,9 +454,9 @@ class Evaluation:
         cand = stats["candidate"]
         findings += found
         if checked and cand.judged_us is not None:
-            findings += _bound_findings(cand, config.name, device.type == "cuda")
+            findings += bound_findings(cand, config.name, device.type == "cuda")
         if checked and len(subjects) > 1:
-            findings += _contention_findings(subjects[0].bound.flush_us, subjects[1].bound.flush_us, config.name)
+            findings += contention_findings(subjects[0].bound.flush_us, subjects[1].bound.flush_us, config.name)
         update: dict[str, Any] = {"candidate": cand, "baseline": stats.get("baseline"),
                                   "compiled": stats.get("compiled"), "integrity": _unique(findings)}
         wrong = [f for f in found if f.defence in ("timed_recheck", "stale_results")]
@@ -475,7 +467,7 @@ class Evaluation:
             update.update(status="fail", message=wrong[0].evidence)
         # What the speedup uses: the reported median, never under the judge's bound (a report shaved within the
         # bound's margin gains nothing more) nor under MIN_US (a time of zero breaks a geometric mean).
-        scored = max(cand.median_us, _bound_us(cand, device.type == "cuda"), MIN_US)
+        scored = max(cand.median_us, bound_us(cand, device.type == "cuda"), MIN_US)
         update["candidate"] = cand = cand.model_copy(update={"scored_us": scored})
         if "baseline" in stats:
             update["speedup"] = stats["baseline"].median_us / scored
@@ -567,87 +559,6 @@ class Evaluation:
         return None
 
 
-def what_ran_findings(prof: Profiled, forbid: list[str], share_max: float, language: str, on_gpu: bool,
-                      output_elements: int, config: str) -> list[IntegrityFinding]:
-    """What one call ran, from the runner's profiler: forbidden ops; on a GPU the library kernels' share
-    of the device time; in the CPU interpreter whether a Triton kernel ran, and whether PyTorch computed
-    on the whole problem (the interpreter is too slow for a time share to mean anything)."""
-    found = []
-    names = set(prof.ops) | {k.name for k in prof.kernels}
-    hits = sorted({op for op in names for f in forbid if f in op})
-    if hits:
-        found.append(finding("forbidden_op", config, "ran " + ", ".join(hits[:5]) + " (the task forbids "
-                             + ", ".join(forbid) + ")"))
-    if on_gpu:
-        total = sum(k.us for k in prof.kernels)
-        library = [k for k in prof.kernels if LIBRARY_KERNEL.search(k.name)]
-        lib_us = sum(k.us for k in library)
-        if total > 0 and len(library) == len(prof.kernels):
-            found.append(finding("no_own_kernel", config, "every device kernel of a call belongs to PyTorch or "
-                                 "a library: " + _listing(library)))
-        elif total > 0 and lib_us / total > share_max:
-            found.append(finding("library_time", config, f"library kernels took {lib_us / total:.0%} of a "
-                                 f"call's {total:.1f} us of device time (the task allows {share_max:.0%}): "
-                                 + _listing(library)))
-        return found
-    if language == "triton" and not prof.interpreter_launches:
-        found.append(finding("no_own_kernel", config, "the call launched no Triton kernel"))
-    compute = [k for k in prof.kernels if k.name.startswith("aten::") and k.name not in BOOKKEEPING_OPS]
-    touched = sum(k.elements for k in compute)
-    if compute and touched * 2 >= output_elements:  # in one op or in slices
-        found.append(finding("library_time", config, f"PyTorch ops computed on {touched:,} elements inside the "
-                             f"call (the output has {output_elements:,}): "
-                             + ", ".join(sorted({k.name for k in compute})[:5])))
-    return found
-
-
-def _flusher(device: torch.device) -> Callable[[], None]:
-    from .timing import _flusher as make
-
-    return make(device)
-
-
-MIN_US = 0.5
-"""The least time a call is scored at: no GPU call takes less, and a time of zero breaks a geometric mean."""
-CONTENTION = (1.5, 20.0)
-"""The judge's own flush and gate, timed before every call: taking more than 1.5x (and 20 us) as long while
-the baseline is timed as while the candidate is means something else kept the GPU busy then."""
-
-
-def _bound_us(stats: TimingStats, on_gpu: bool) -> float:
-    """The least median the judge's own clock allows (0 without one)."""
-    ratio, slack = BOUND_GPU if on_gpu else BOUND_CPU
-    return max((stats.judged_us or 0.0) * ratio - slack, 0.0)
-
-
-def _contention_findings(candidate_flush: list[float], baseline_flush: list[float],
-                         config: str) -> list[IntegrityFinding]:
-    if not candidate_flush or not baseline_flush:
-        return []
-    during_cand, during_base = statistics.median(candidate_flush), statistics.median(baseline_flush)
-    ratio, slack = CONTENTION
-    if during_base > during_cand * ratio + slack:
-        return [finding("contention", config, f"the judge's own flush took {during_base:.0f} us before the "
-                        f"baseline's calls and {during_cand:.0f} us before the candidate's: the GPU was kept busy "
-                        "while the baseline was timed (work the candidate left running?)")]
-    return []
-
-
-def _bound_findings(stats: TimingStats, config: str, on_gpu: bool) -> list[IntegrityFinding]:
-    judged = stats.judged_us or 0.0
-    if stats.median_us < _bound_us(stats, on_gpu):
-        return [finding("timing_bound", config, f"the runner reported {stats.median_us:.1f} us per call, but the "
-                        f"judge's own clock saw {judged:.1f} us per call (net of the handshake's "
-                        f"{stats.overhead_us:.1f} us): the reported times are not the calls' times")]
-    return []
-
-
-def _listing(kernels: list) -> str:
-    from ..tripwires import shorten
-
-    return ", ".join(shorten(k.name, 70) for k in sorted(kernels, key=lambda k: -k.us)[:4]) or "none"
-
-
 def _unique(findings: list[IntegrityFinding]) -> list[IntegrityFinding]:
     seen, out = set(), []
     for f in findings:
@@ -655,14 +566,6 @@ def _unique(findings: list[IntegrityFinding]) -> list[IntegrityFinding]:
             seen.add((f.defence, f.evidence))
             out.append(f)
     return out
-
-
-def kernel_breakdown(prof: Profiled) -> list[dict]:
-    """The profile tool's table, from the runner's claims: kernels (or host ops on the CPU) of one call."""
-    rows = [KernelTime(name=k.name, calls=max(1, round(k.calls)), total_us=k.us, mean_us=k.us / max(k.calls, 1e-9),
-                       share=0.0) for k in prof.kernels if k.us > 0]
-    grand = sum(r.total_us for r in rows) or 1.0
-    return [r.model_copy(update={"share": r.total_us / grand}).model_dump() for r in rows[:30]]
 
 
 def trace(job: CompileJob, link: RunnerLink, progress: Callable[[dict], None]) -> dict:

@@ -30,7 +30,9 @@ from dataclasses import dataclass, field
 import torch
 
 from ..checking import poison_
+from ..integrity import finding
 from ..protocol import Call, Called, TimeBatch, Timed
+from ..results import IntegrityFinding, TimingStats
 from ..shared_memory import DONE_WORD, GO_WORD, Arena, wait_value, write_value
 from .cases import Fresh, FreshCall
 from .link import ProtocolViolation, RunnerLink
@@ -84,7 +86,7 @@ class Subject:
         self.counter[0] = value
 
 
-def _flusher(device: torch.device) -> Callable[[], None]:
+def flusher(device: torch.device) -> Callable[[], None]:
     """Flush the L2 (read twice its size), then hold the stream for the gate."""
     if device.type != "cuda":
         return lambda: None
@@ -197,6 +199,47 @@ def run_batch(subject: Subject, fresh: Fresh | None, params: dict, count: int, f
         gpu_batch(subject, fresh, params, count, flush, sample)
     else:
         cpu_batch(subject, fresh, params, count, sample)
+
+
+BOUND_GPU = (0.85, 3.0)
+"""On a GPU a reported median under 85% of the judge's own (net) median, less 3 us, is flagged: the
+handshake's own cost varies by about 2 us on an H200 (benchmarks/cross_process_timing.py)."""
+BOUND_CPU = (0.85, 300.0)
+"""On the CPU the judge's measure is the CPU time the runner spent on each call, less the request's own
+(calibrated on the baseline's runner); a single-threaded call's wall time is at least that."""
+MIN_US = 0.5
+"""The least time a call is scored at: no GPU call takes less, and a time of zero breaks a geometric mean."""
+CONTENTION = (1.5, 20.0)
+"""The judge's own flush and gate, timed before every call: taking more than 1.5x (and 20 us) as long while
+the baseline is timed as while the candidate is means something else kept the GPU busy then."""
+
+
+def bound_us(stats: TimingStats, on_gpu: bool) -> float:
+    """The least median the judge's own clock allows (0 without one)."""
+    ratio, slack = BOUND_GPU if on_gpu else BOUND_CPU
+    return max((stats.judged_us or 0.0) * ratio - slack, 0.0)
+
+
+def contention_findings(candidate_flush: list[float], baseline_flush: list[float],
+                         config: str) -> list[IntegrityFinding]:
+    if not candidate_flush or not baseline_flush:
+        return []
+    during_cand, during_base = statistics.median(candidate_flush), statistics.median(baseline_flush)
+    ratio, slack = CONTENTION
+    if during_base > during_cand * ratio + slack:
+        return [finding("contention", config, f"the judge's own flush took {during_base:.0f} us before the "
+                        f"baseline's calls and {during_cand:.0f} us before the candidate's: the GPU was kept busy "
+                        "while the baseline was timed (work the candidate left running?)")]
+    return []
+
+
+def bound_findings(stats: TimingStats, config: str, on_gpu: bool) -> list[IntegrityFinding]:
+    judged = stats.judged_us or 0.0
+    if stats.median_us < bound_us(stats, on_gpu):
+        return [finding("timing_bound", config, f"the runner reported {stats.median_us:.1f} us per call, but the "
+                        f"judge's own clock saw {judged:.1f} us per call (net of the handshake's "
+                        f"{stats.overhead_us:.1f} us): the reported times are not the calls' times")]
+    return []
 
 
 def trusted_overhead_us(subject: Subject) -> float | None:
