@@ -20,6 +20,7 @@ import glob
 import os
 import platform
 import resource
+import signal
 import stat
 import sys
 from typing import Any
@@ -189,6 +190,9 @@ def main(argv: list[str]) -> int:
     command = argv[i + 1:]
     if not command:
         return _usage("no command")
+    # A write past RLIMIT_FSIZE then fails with EFBIG ("File too large", which the tools report) instead of
+    # killing the tool with SIGXFSZ; an ignored signal stays ignored across exec.
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     try:
         apply_rlimits(rlimits)
         if landlock:

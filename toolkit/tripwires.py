@@ -13,18 +13,23 @@ Kinds (docs/evaluation-rules.md, "Cheats"):
     reference_fallback  an `except` that computes with PyTorch: a broken kernel hidden behind the reference
     tensor_subclass     Tensor subclasses, __torch_function__/__torch_dispatch__, __class__ swaps, module
                         __getattr__: outputs that are not plain tensors, or that compute when looked at
-    monkeypatch         assignment to an attribute of an imported module (torch.cuda.Event = ...), setattr
-                        on one, sys.modules edits: the timer or the checker replaced
+    monkeypatch         assignment to an attribute of an imported module or class (torch.cuda.Event = ...),
+                        also through a variable (m = sys.modules["__main__"]; m.Called = ...; R = type(x);
+                        R.send = ...), setattr on one, sys.modules edits: the timer or the checker replaced
     introspection       inspect, traceback, gc, sys._getframe, frame attributes: the checker detected
     concurrency         threads, processes, subprocesses, asyncio: work outside the timed region
     process_control     exit, _exit, kill, signals: an early "success" or an attack on the harness
-    file_access         open(), os/pathlib/glob file calls, environment reads, /proc: the hidden configs,
-                        the reference outputs, the result pipe
+    file_access         open(), os/pathlib/glob file calls, runpy, environment reads, /proc: the hidden
+                        configs, the reference outputs, the result pipe
     identity_cache      results keyed on id() or data_ptr(), lru_cache on the entry: memoized outputs
     library_call        PyTorch compute in a kernel task (Python); PyTorch/cuBLAS/cuDNN/CUTLASS/CUB/Thrust
                         headers or calls (C++): no kernel of its own
     side_stream         streams created by the candidate, launches on the legacy default stream (C++)
-    timer_tampering     CUDA/HIP event APIs, dlopen/dlsym, driver entry points, load-time constructors (C++)
+    timer_tampering     CUDA/HIP event APIs, dlopen/dlsym, driver entry points, load-time code: constructor
+                        attributes, global objects whose class has a constructor, globals initialized by an
+                        immediately called lambda (C++)
+    python_api          Python's C API (Python.h, PyRun_*, PyGILState_*, Py_Initialize, ...) in a kernel
+                        library: Python run inside the runner, e.g. from a static initializer (C++)
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from .workspace import SOURCE_SUFFIXES, visible_files
 
 TripwireKind = Literal[
     "reference_fallback", "tensor_subclass", "monkeypatch", "introspection", "concurrency", "process_control",
-    "file_access", "identity_cache", "library_call", "side_stream", "timer_tampering"]
+    "file_access", "identity_cache", "library_call", "side_stream", "timer_tampering", "python_api"]
 
 REASONS: dict[str, str] = {
     "reference_fallback": "an exception handler that computes with PyTorch can hide a failing kernel behind "
@@ -59,6 +64,8 @@ REASONS: dict[str, str] = {
     "library_call": "the task asks for a kernel of its own, not a library or PyTorch doing the work",
     "side_stream": "work on a stream other than the one given can escape the timing",
     "timer_tampering": "event APIs, symbol interposition and load-time code can tamper with the timer",
+    "python_api": "Python's C API in a kernel library runs Python inside the runner (from a static initializer, "
+                  "say): it can patch the checker, the timer or the replies",
 }
 
 
@@ -105,7 +112,7 @@ _FORBIDDEN_MODULES: dict[str, TripwireKind] = {
     "threading": "concurrency", "_thread": "concurrency", "multiprocessing": "concurrency",
     "concurrent": "concurrency", "asyncio": "concurrency", "subprocess": "concurrency",
     "signal": "process_control", "glob": "file_access", "shutil": "file_access", "pickle": "file_access",
-    "ctypes": "timer_tampering", "importlib": "monkeypatch",
+    "ctypes": "timer_tampering", "importlib": "monkeypatch", "runpy": "file_access",
 }
 _FRAME_ATTRS = {"_getframe", "f_back", "f_locals", "f_globals", "f_code", "gi_frame", "tb_frame", "cr_frame",
                 "__globals__", "__closure__"}
@@ -120,7 +127,8 @@ _CALLS: dict[str, TripwireKind] = {
     "open": "file_access", "io.open": "file_access", "os.open": "file_access", "os.listdir": "file_access",
     "os.scandir": "file_access", "os.walk": "file_access", "os.getenv": "file_access", "os.readlink": "file_access",
     "os.stat": "file_access", "pathlib.Path": "file_access", "os.getcwd": "file_access",
-    "os.environ.get": "file_access", "sys.settrace": "introspection", "sys.setprofile": "introspection",
+    "os.environ.get": "file_access", "runpy.run_path": "file_access", "runpy.run_module": "file_access",
+    "sys.settrace": "introspection", "sys.setprofile": "introspection",
     "torch.cuda.Stream": "side_stream", "torch.cuda.stream": "side_stream", "torch.cuda.set_stream": "side_stream",
     "torch.cuda.Event": "timer_tampering", "torch.cuda.synchronize": "timer_tampering",
     "torch.cuda.graph": "timer_tampering", "torch.cuda.CUDAGraph": "timer_tampering",
@@ -155,6 +163,8 @@ class _PyScan(ast.NodeVisitor):
         self._jit_depth = 0
         self.identity_names: set[str] = set()
         """Variables holding an expression built from id() or data_ptr()."""
+        self.module_names: set[str] = set()
+        """Variables holding a module or a class (see holds_module): patching their attributes patches it."""
         """Inside a @triton.jit (or autotune/heuristics) function: tensor methods there are Triton's."""
 
     # names
@@ -173,6 +183,34 @@ class _PyScan(ast.NodeVisitor):
         line = getattr(node, "lineno", 0)
         text = self.lines[line - 1].strip() if 0 < line <= len(self.lines) else ast.dump(node)[:80]
         self.found.append(Tripwire(kind=kind, file=self.file, line=line, evidence=shorten(text)))
+
+    def holds_module(self, node: ast.AST) -> bool:
+        """Does this expression stand for a module or a class, whose attributes a patch would replace? An
+        imported name and its attributes, sys.modules[...], type(x), x.__class__, importlib.import_module(...),
+        getattr(<one of these>, ...), and variables assigned one of these."""
+        if isinstance(node, ast.Name):
+            return node.id in self.module_names or self.is_module_root(self.dotted(node))
+        if isinstance(node, ast.Attribute):
+            return node.attr == "__class__" or self.holds_module(node.value)
+        if isinstance(node, ast.Subscript):
+            return self.dotted(node.value) == "sys.modules"
+        if isinstance(node, ast.Call):
+            name = self.dotted(node.func)
+            if name in ("type", "importlib.import_module", "__import__", "builtins.__import__", "sys.modules.get",
+                        "sys.modules.setdefault", "sys.modules.pop"):
+                return True
+            return name == "getattr" and bool(node.args) and self.holds_module(node.args[0])
+        return False
+
+    def _bind(self, target: ast.AST, value: ast.AST) -> None:
+        """Remember the variables that now hold a module or a class."""
+        if isinstance(target, ast.Name):
+            if self.holds_module(value):
+                self.module_names.add(target.id)
+        elif (isinstance(target, ast.Tuple | ast.List) and isinstance(value, ast.Tuple | ast.List)
+              and len(target.elts) == len(value.elts)):  # _Called, _Timed = _m.Called, _m.Timed
+            for t, v in zip(target.elts, value.elts, strict=True):
+                self._bind(t, v)
 
     def is_module_root(self, name: str | None) -> bool:
         if name is None:
@@ -244,20 +282,44 @@ class _PyScan(ast.NodeVisitor):
         if isinstance(target, ast.Attribute):
             if target.attr == "__class__":
                 self.hit("tensor_subclass", node)
-            elif self.is_module_root(self.dotted(target.value)):
+            elif self.holds_module(target.value):
                 self.hit("monkeypatch", node)
         elif isinstance(target, ast.Subscript) and self.dotted(target.value) in ("sys.modules", "os.environ"):
             self.hit("monkeypatch", node)
+        elif isinstance(target, ast.Subscript) and self._namespace_of_module(target.value):
+            self.hit("monkeypatch", node)  # m.__dict__["Called"] = ..., vars(m)["Called"] = ...
         elif isinstance(target, ast.Tuple | ast.List):
             for t in target.elts:
                 self._target(t, node)
 
+    def _namespace_of_module(self, node: ast.AST) -> bool:
+        if isinstance(node, ast.Attribute) and node.attr == "__dict__":
+            return self.holds_module(node.value)
+        return (isinstance(node, ast.Call) and self.dotted(node.func) == "vars" and bool(node.args)
+                and self.holds_module(node.args[0]))
+
     def visit_Assign(self, node: ast.Assign) -> None:
         for t in node.targets:
             self._target(t, node)
+            self._bind(t, node.value)
             if isinstance(t, ast.Name) and _identity(node.value, self):
                 self.identity_names.add(t.id)  # key = (x.data_ptr(), n); ... cache[key]
         self.generic_visit(node)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        self._target(node.target, node)
+        if node.value is not None:
+            self._bind(node.target, node.value)
+        self.generic_visit(node)
+
+    def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
+        # for mod in list(sys.modules.values()): mod.X = ...
+        if isinstance(node.target, ast.Name) and any(
+                self.dotted(sub) == "sys.modules" for sub in ast.walk(node.iter) if isinstance(sub, ast.Attribute)):
+            self.module_names.add(node.target.id)
+        self.generic_visit(node)
+
+    visit_AsyncFor = visit_For
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         self._target(node.target, node)
@@ -300,7 +362,7 @@ class _PyScan(ast.NodeVisitor):
                 kind = "process_control" if name.startswith("signal.") else "concurrency"
             if kind is not None:
                 self.hit(kind, node)
-            elif name in ("setattr", "delattr") and node.args and self.is_module_root(self.dotted(node.args[0])):
+            elif name in ("setattr", "delattr") and node.args and self.holds_module(node.args[0]):
                 self.hit("monkeypatch", node)
             elif self.kernel_task and self._torch_compute(name):
                 self.hit("reference_fallback" if self._handler_depth else "library_call", node)
@@ -362,6 +424,10 @@ def scan_python(text: str, file: str, *, kernel_task: bool = True) -> list[Tripw
         return []  # the build reports it; a file that does not parse cannot run
     v = _PyScan(file, text.splitlines(), kernel_task)
     v.visit(tree)
+    # Again, knowing every import and every variable that holds a module or a class: a function may patch
+    # through a name bound further down the file.
+    v.found = []
+    v.visit(tree)
     return _dedupe(v.found)
 
 
@@ -374,6 +440,8 @@ _INCLUDE_RULES: list[tuple[TripwireKind, re.Pattern[str]]] = [  # over code with
     ("concurrency", re.compile(r"#\s*include\s*<(thread|future|pthread\.h)>")),
     ("process_control", re.compile(r"#\s*include\s*<(csignal|signal\.h)>")),
     ("file_access", re.compile(r"\"(/proc|/dev/fd|/sys/)[^\"\n]*\"")),
+    ("python_api", re.compile(r"#\s*include\s*[<\"](Python\.h|pybind11/|nanobind/)")),
+    ("python_api", re.compile(r"\"_?Py[A-Za-z]*_[A-Za-z]\w*\"")),  # a C-API symbol looked up by name (dlsym)
 ]
 _CODE_RULES: list[tuple[TripwireKind, re.Pattern[str]]] = [  # over code with comments and strings blanked
     ("library_call", re.compile(r"\b(cublas\w*|cudnn\w*|hipblas\w*|rocblas_\w+)\s*\(")),
@@ -391,6 +459,7 @@ _CODE_RULES: list[tuple[TripwireKind, re.Pattern[str]]] = [  # over code with co
     ("concurrency", re.compile(r"\bstd::(thread|async|jthread)\b")),
     ("process_control", re.compile(r"\b(exit|_exit|_Exit|quick_exit|abort|kill|killpg|raise|signal|sigaction)\s*\(")),
     ("process_control", re.compile(r"\bstd::(exit|abort|terminate|quick_exit)\b")),
+    ("python_api", re.compile(r"\b_?Py[A-Za-z]*_[A-Za-z]\w*")),  # PyRun_SimpleString, PyGILState_Ensure, Py_Initialize
 ]
 _LAUNCH = re.compile(r"<<<(.*?)>>>", re.S)
 
@@ -453,7 +522,107 @@ def scan_cpp(text: str, file: str) -> list[Tripwire]:
     for m in _LAUNCH.finditer(code):
         if _top_level_commas(m.group(1)) < 3:  # <<<grid, block>>> or <<<grid, block, smem>>>: stream 0
             at(m.start(), "side_stream")
+    for pos in _load_time_code(code):
+        at(pos, "timer_tampering")
     return _dedupe(found)
+
+
+# Load-time code: what runs when the library is loaded, before any call and outside every timed region.
+_TRANSPARENT = re.compile(r"(\bnamespace\b[^{};]*|\bextern\s*\"\s*\"\s*)$")
+"""What opens a brace that keeps namespace scope (comments and string contents already blanked)."""
+_CLASS = re.compile(r"\b(?:struct|class)\s+(\w+)\s*(?:final\s*)?(?::[^{};]*)?\{")
+_DECLARATOR = re.compile(r"\s*[*&]?\s*\w+\s*(?:\[[^\]]*\]\s*)?[;={(]")
+_IIFE = re.compile(r"=\s*\[[^\]]*\]\s*(?:\([^)]*\)\s*)?(?:mutable\s*)?(?:noexcept\s*)?(?:->[^{;=]*)?\{\s*\}\s*\(")
+_FUNCTION = re.compile(r"(\w+)\s*\([^;{}()]*\)\s*(?:const\s*)?(?:noexcept\s*)?\{")
+_NOT_A_DEFINITION = {"return", "typedef", "using", "friend", "extern", "constexpr", "operator", "new", "delete",
+                     "__device__", "__constant__", "__shared__", "__managed__"}  # device globals: no dynamic init
+
+
+def _matching_brace(code: str, open_at: int) -> int:
+    depth = 0
+    for i in range(open_at, len(code)):
+        if code[i] == "{":
+            depth += 1
+        elif code[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+    return len(code)
+
+
+def _namespace_scope(code: str) -> str:
+    """`code` with the inside of every brace that does not keep namespace scope (function bodies, class
+    bodies, initializer lists) blanked, newlines kept: what is left is declared at namespace scope."""
+    out = list(code)
+    stack: list[bool] = []  # per open brace: does it keep namespace scope?
+    last = 0  # where the current statement began
+    for i, c in enumerate(code):
+        blank = not all(stack)
+        if c == "{":
+            stack.append(not blank and bool(_TRANSPARENT.search(code[last:i])))
+            last = i + 1
+        elif c == "}":
+            if stack:
+                stack.pop()
+            blank = not all(stack)
+            last = i + 1
+        elif c == ";":
+            last = i + 1
+        if blank and c not in "\n{}":
+            out[i] = " "
+    return "".join(out)
+
+
+def _load_time_code(code: str) -> list[int]:
+    """Where `code` runs something at load time: an object of a class with a constructor or destructor
+    defined at namespace scope (`struct T { T() {...} } t;`, `static T t;`), a global initialized by an
+    immediately called lambda or by a function of this file. `__attribute__((constructor))` is a rule of
+    its own."""
+    scope = _namespace_scope(code)  # a position is at namespace scope where `scope` kept its character
+    found: list[int] = []
+    with_constructor: set[str] = set()
+    for m in _CLASS.finditer(code):
+        name, open_at = m.group(1), m.end() - 1
+        close = _matching_brace(code, open_at)
+        body = _namespace_scope_of_body(code[open_at + 1:close])
+        if not re.search(rf"(?<![\w.>])~?\s*{name}\s*\(", body):
+            continue
+        with_constructor.add(name)
+        if scope[m.start()] != " " and _DECLARATOR.match(code, close + 1):  # struct T {...} t;
+            found.append(close)
+    for name in with_constructor:
+        rule = rf"(?:^|[;{{}}])[ \t]*((?:\w+\s+)*?)(?:[\w:]*::)?{name}\s*(?:<[^;{{}}()]*>)?\s+\w+\s*([;={{(])"
+        for m in re.finditer(rule, scope, re.M):
+            if set(m.group(1).split()) & _NOT_A_DEFINITION:
+                continue
+            if m.group(2) == "(" and _looks_like_parameters(scope, m.end()):
+                continue  # T make(int n); declares a function
+            found.append(m.start(2))
+    found += [m.start() for m in _IIFE.finditer(scope)]
+    own = {m.group(1) for m in _FUNCTION.finditer(scope)} - {"if", "for", "while", "switch", "catch"}
+    for m in re.finditer(r"=\s*(\w+)\s*\(", scope):
+        if m.group(1) in own:
+            found.append(m.start())
+    return found
+
+
+def _namespace_scope_of_body(body: str) -> str:
+    """A class body with its nested braces (member function bodies) blanked."""
+    out, depth = [], 0
+    for c in body:
+        if c == "}":
+            depth -= 1
+        out.append(c if depth == 0 or c == "\n" else " ")
+        if c == "{":
+            depth += 1
+    return "".join(out)
+
+
+def _looks_like_parameters(text: str, open_paren: int) -> bool:
+    """After `T name(`: a parameter list (`int n`, `const float* x`, empty) rather than constructor arguments."""
+    close = text.find(")", open_paren)
+    inside = text[open_paren:close if close >= 0 else len(text)].strip()
+    return inside in ("", "void") or bool(re.search(r"\w[\s*&]+\w", inside))
 
 
 def _strip_comments_only(text: str) -> str:

@@ -9,21 +9,34 @@ The cache key is a digest of every source file of source_dir, the compiler's ver
 target, so an unchanged snapshot returns its earlier result (`cached=True`) without running nvcc. A fresh
 directory per digest also means the runtime's dlopen never returns a stale library of the same path.
 The helpers here (diagnostic and resource parsing, the cached build) are shared with hip.py.
+
+The build runs in the trusted parent, but the source decides what the compiler reads (`#include`, the
+assembler's `.incbin`, `__has_include`) and how much it writes. So every compiler command of a build runs
+under ../sandbox_exec.py: Landlock lets it read only the system, the toolkits and the source dir (not the
+task folder, the repo, /proc or HOME) and write only a private folder in its cache entry; RLIMIT_FSIZE
+caps every file it writes at BUILD_FILE_LIMIT_BYTES, RLIMIT_CPU its CPU time. Without Landlock the build
+runs with the rlimits alone and its log says so.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import glob
 import hashlib
 import os
 import re
 import shutil
+import signal
 import subprocess
+import sys
 import time
+import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
+from ..sandbox_exec import LAUNCH_FAILED, MARK, landlock_abi
 from . import BuildResult, BuildTarget, Diagnostic, KernelResources
 
 SOURCE_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".hip", ".cpp", ".inl")
@@ -31,7 +44,9 @@ SOURCE_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".hip", ".cpp", ".inl")
 LOG_LIMIT = 20_000
 DEFAULT_TIMEOUT_S = 300.0
 # Bump when the flags, the parsing or result.json's meaning change, so old cache entries are not reused.
-CACHE_VERSION = "1"
+CACHE_VERSION = "2"  # 2: the compiler runs sandboxed (entries of 1 may hold files .incbin'd from outside)
+BUILD_FILE_LIMIT_BYTES = 256 << 20
+"""The most any file a compiler writes may hold (RLIMIT_FSIZE): the library, its objects, its temporaries."""
 
 ResourceParser = Callable[[str], list[KernelResources]]
 
@@ -169,13 +184,33 @@ SYSTEM_HEADER_ROOTS = ("/usr/include", "/usr/lib/gcc", "/usr/lib/llvm*", "/usr/l
                        "/opt/rocm*", "/opt/nvidia/hpc_sdk")
 
 
+# gcc's words when the sandbox refuses a read: `kernel.cu:1:10: fatal error: ../task/x.cu: Permission denied`
+# (#include), `cc1plus: fatal error: /x/solution.cu: Permission denied` (__has_include).
+_DENIED = re.compile(r"^(?:[^\s:][^:]*:\d+:(?:\d+:)?|[\w+.-]+:) fatal error: (?P<path>.+): Permission denied$", re.M)
+
+
+def denied_reads(log: str) -> list[str]:
+    """Files the compiler was refused, by its own words (the sandbox's doing)."""
+    return list(dict.fromkeys(m["path"] for m in _DENIED.finditer(log)))
+
+
+def outside_message(candidate: str, outside: Sequence[str]) -> str:
+    return (f"{candidate} reads files from outside its source directory (#include, __has_include, .incbin): "
+            f"{', '.join(outside[:5])}; a candidate may use only its own files and system/toolkit headers")
+
+
 def outside_includes(compiler: str, flags: Sequence[str], candidate: str, source_dir: Path,
-                     extra_roots: Sequence[Path], timeout_s: float) -> tuple[list[str], str, int]:
+                     extra_roots: Sequence[Path], timeout_s: float,
+                     sandbox: CompilerSandbox | None = None) -> tuple[list[str], str, int]:
     """Files the candidate #includes from outside source_dir and the header roots, by a preprocessor pass
-    (`-M`). Builds run outside the sandbox, so without this `#include "../../solution.cu"` or a hidden
-    config would compile in (or show up in error messages). Returns (outside files, log, exit status)."""
-    proc = subprocess.run([compiler, *flags, "-M", candidate], cwd=source_dir, capture_output=True, text=True,
-                          timeout=timeout_s, check=False)
+    (`-M`), run in `sandbox` when given. The sandbox refuses such reads anyway; this names them in a message
+    the agent can act on (an include the sandbox refused counts as outside too). Returns (outside files, log,
+    exit status)."""
+    command = [compiler, *flags, "-M", candidate]
+    proc = sandbox.run(command, source_dir, timeout_s) if sandbox else run_compiler(command, source_dir, timeout_s)
+    denied = denied_reads(proc.stderr)
+    if denied:
+        return denied, proc.stderr, proc.returncode
     deps = proc.stdout.replace("\\\n", " ").split()
     roots = [source_dir, *extra_roots, *(Path(p) for p in _env_roots())]
     globbed = [Path(p) for pattern in SYSTEM_HEADER_ROOTS for p in glob.glob(pattern)]
@@ -192,6 +227,116 @@ def outside_includes(compiler: str, flags: Sequence[str], candidate: str, source
 
 def _env_roots() -> list[str]:
     return [v for k in ("CUDA_HOME", "CUDA_PATH", "ROCM_PATH", "HIP_PATH") if (v := os.environ.get(k))]
+
+
+# --- the compiler's sandbox ------------------------------------------------------------------------
+
+LAUNCHER = Path(__file__).resolve().parent.parent / "sandbox_exec.py"
+"""Applies rlimits and Landlock, then execs the compiler; run as a plain script (`python -I -S`), so it
+starts without site-packages."""
+SYSTEM_READABLE = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin",
+                   "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d")
+"""The system a compiler reads: programs, shared libraries, headers (gcc's libexec and include trees are
+under /usr), and the dynamic loader's cache. Not /proc (other processes' environments and folders), /sys,
+the rest of /etc, /tmp or HOME. Landlock checks the file a symlink ends at, so /etc/alternatives need not be
+listed."""
+HOST_TOOLS = ("gcc", "g++", "cc", "c++", "cpp", "as", "ld", "clang", "clang++")
+"""What nvcc and hipcc run besides their own tools: the host compiler, the assembler, the linker."""
+
+
+def _install_tree(exe: str) -> list[str]:
+    """A tool's folder and, for a bin/ folder, its install prefix (nvcc's nvvm/ and include/, gcc's libexec/),
+    both as found and after symlinks. pip's CUDA wheels split the toolkit (nvidia/cuda_nvcc/bin/nvcc beside
+    nvidia/cuda_runtime/include): there the whole nvidia/ package."""
+    home = os.path.realpath(os.path.expanduser("~"))
+    out = []
+    for path in (os.path.abspath(exe), os.path.realpath(exe)):
+        folder = os.path.dirname(path)
+        out += [folder, os.path.dirname(folder) if os.path.basename(folder) == "bin" else folder]
+        out += [str(p) for p in Path(path).parents
+                if p.name == "nvidia" and p.parent.name in ("site-packages", "dist-packages")]
+    return [p for p in out if p not in ("/", home)]
+
+
+def compiler_readable(compiler: str, source_dir: Path, extra_roots: Sequence[Path] = ()) -> list[str]:
+    """What a build's compiler may read: SYSTEM_READABLE, the install trees of the compiler and the host
+    tools on PATH ($NVCC_CCBIN, $CC, $CXX too), the toolkits (SYSTEM_HEADER_ROOTS, $CUDA_HOME, ...),
+    extra_roots (our HIP-on-CUDA headers) and the source dir. Not the task folder, the repo, other builds."""
+    tools = [compiler, *(shutil.which(n) for n in HOST_TOOLS),
+             *(shutil.which(v) for k in ("NVCC_CCBIN", "CC", "CXX") if (v := os.environ.get(k)))]
+    trees = [d for exe in tools if exe for d in _install_tree(exe)]
+    toolkits = [p for pattern in SYSTEM_HEADER_ROOTS for p in glob.glob(pattern)] + _env_roots()
+    out = []
+    for path in [*SYSTEM_READABLE, *trees, *toolkits, *map(str, extra_roots), str(source_dir)]:
+        out += [os.path.abspath(path), os.path.realpath(path)]  # Landlock binds the resolved inode
+    return [p for p in dict.fromkeys(out) if os.path.exists(p)]
+
+
+def run_compiler(command: Sequence[str], cwd: Path, timeout_s: float,
+                 env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run a compiler command in a session of its own; past the timeout the whole group is killed (nvcc's
+    cicc, ptxas and gcc too), then TimeoutExpired is raised with what it had written."""
+    with subprocess.Popen(list(command), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+            raise subprocess.TimeoutExpired(list(command), timeout_s, output=out, stderr=err) from None
+    return subprocess.CompletedProcess(list(command), proc.returncode, out, err)
+
+
+@dataclass(frozen=True)
+class CompilerSandbox:
+    """How one build runs its compiler commands: through the launcher, with a private TMPDIR."""
+
+    prefix: list[str]
+    """`python -I -S sandbox_exec.py --read ... --write ... --rlimit ... --`"""
+    env: dict[str, str]
+    note: str
+    """One line for the build's log when the filesystem is not sandboxed (no Landlock here), else ""."""
+
+    @classmethod
+    def for_build(cls, compiler: str, source_dir: Path, extra_roots: Sequence[Path], tmp: Path,
+                  timeout_s: float) -> CompilerSandbox:
+        """Reads: compiler_readable; writes: only `tmp` (a private folder in the cache entry), where the
+        library is built and the compiler keeps its temporaries."""
+        cpu_s = int(timeout_s) + 1
+        prefix = [sys.executable, "-I", "-S", str(LAUNCHER), "--rlimit", f"FSIZE={BUILD_FILE_LIMIT_BYTES}",
+                  "--rlimit", f"CPU={cpu_s},{cpu_s + 5}", "--rlimit", "CORE=0"]
+        note = ""
+        if landlock_abi() >= 1:
+            for path in compiler_readable(compiler, source_dir, extra_roots):
+                prefix += ["--read", path]
+            prefix += ["--write", str(tmp)]
+        else:
+            prefix += ["--no-landlock"]
+            note = ("crucible: the compiler ran without a filesystem sandbox (no Landlock on this kernel); "
+                    f"only its rlimits applied (files up to {BUILD_FILE_LIMIT_BYTES >> 20} MiB)")
+        env = {**os.environ, "TMPDIR": str(tmp), "TMP": str(tmp), "TEMP": str(tmp)}
+        return cls(prefix=[*prefix, "--"], env=env, note=note)
+
+    def run(self, command: Sequence[str], cwd: Path, timeout_s: float) -> subprocess.CompletedProcess[str]:
+        return run_compiler([*self.prefix, *command], cwd, timeout_s, self.env)
+
+
+def sandbox_failure(proc: subprocess.CompletedProcess[str]) -> str | None:
+    """The launcher's own complaint when it could not apply the sandbox (the compiler never ran), else None."""
+    if proc.returncode != LAUNCH_FAILED:
+        return None
+    return next((line for line in proc.stderr.splitlines() if line.startswith(MARK)), None)
+
+
+_TOO_LARGE = re.compile(r"File too large|File size limit exceeded")
+"""What the assembler, the linker or ptxas say when RLIMIT_FSIZE stops a write (the launcher ignores SIGXFSZ,
+so a write past the limit fails with EFBIG rather than killing the tool)."""
+
+
+def size_limit_message() -> str:
+    return (f"the built library would exceed {BUILD_FILE_LIMIT_BYTES >> 20} MiB; the compiler was stopped at "
+            "that size. Large initialized arrays (and .incbin/.skip data in inline assembly) are written into "
+            "the library: allocate big buffers at run time (cudaMalloc) and fill them there")
 
 
 # --- the cached build ------------------------------------------------------------------------------
@@ -212,7 +357,8 @@ def build_shared_library(
 
     out_dir/<digest>/ holds the library and result.json; result.json is written last, atomically, so a
     half-finished or concurrent build is never mistaken for a finished one. Compile errors are cached
-    too (the same source fails the same way); timeouts and missing tools are not.
+    too (the same source fails the same way); timeouts and missing tools are not. Every compiler command
+    runs in a CompilerSandbox that may write only a private folder in out_dir/<digest>/.
     """
     start = time.perf_counter()
     source_dir = source_dir.resolve()
@@ -231,48 +377,83 @@ def build_shared_library(
         if earlier.artifact is None or Path(earlier.artifact).is_file():
             return earlier.model_copy(update={"cached": True, "seconds": time.perf_counter() - start})
 
-    outside, dep_log, dep_status = outside_includes(compiler, flags, candidate, source_dir, extra_roots, timeout_s)
+    tmp = entry / f".build-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir(parents=True)  # in one call, so a concurrent build's cleanup (entry.rmdir) cannot race it
+    sandbox = CompilerSandbox.for_build(compiler, source_dir, extra_roots, tmp, timeout_s)
+    command = [compiler, *flags, "-o", str(lib), candidate]
+    try:
+        result, cacheable = _check_and_compile(
+            language=language, source_dir=source_dir, candidate=candidate, target=target, compiler=compiler,
+            flags=flags, parse_resources=parse_resources, extra_roots=extra_roots, timeout_s=timeout_s,
+            sandbox=sandbox, lib=lib, command=command, start=start)
+        if cacheable:
+            tmp_json = entry / f".result.{os.getpid()}.{uuid.uuid4().hex[:8]}.json"
+            tmp_json.write_text(result.model_dump_json(indent=1))
+            os.replace(tmp_json, result_file)
+        return result
+    except subprocess.TimeoutExpired as e:
+        partial = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
+        return failed(language, target, candidate, f"the compiler ran longer than {timeout_s:.0f} s and was "
+                      "stopped; look for huge unrolled loops or template recursion", command=command,
+                      log=trim_log(partial), seconds=time.perf_counter() - start)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            entry.rmdir()  # only when empty: a refused build keeps nothing
+
+
+def _check_and_compile(
+    *, language: str, source_dir: Path, candidate: str, target: BuildTarget, compiler: str, flags: Sequence[str],
+    parse_resources: ResourceParser, extra_roots: Sequence[Path], timeout_s: float, sandbox: CompilerSandbox,
+    lib: Path, command: list[str], start: float,
+) -> tuple[BuildResult, bool]:
+    """The include check, then the compile, both in `sandbox`: (the result, whether to cache it). The library
+    is written in the sandbox's TMPDIR and moved to `lib` when the build succeeds. Raises TimeoutExpired."""
+    tmp = Path(sandbox.env["TMPDIR"])
+
+    def note(log: str) -> str:
+        return "\n".join(filter(None, [sandbox.note, log]))
+
+    outside, dep_log, dep_status = outside_includes(compiler, flags, candidate, source_dir, extra_roots,
+                                                    timeout_s, sandbox)
+    why = sandbox_failure(subprocess.CompletedProcess([], dep_status, "", dep_log))
+    if why:  # ours, not the candidate's: not cached
+        return failed(language, target, candidate, f"the compiler could not be started in its sandbox: {why}",
+                      seconds=time.perf_counter() - start), False
     if outside:  # not cached: the files outside may change
-        return failed(language, target, candidate, f"{candidate} includes files from outside its source directory: "
-                      f"{', '.join(outside[:5])}; a candidate may include only its own files and system/toolkit "
-                      "headers", seconds=time.perf_counter() - start)
+        return failed(language, target, candidate, outside_message(candidate, outside), log=sandbox.note,
+                      seconds=time.perf_counter() - start), False
     if dep_status != 0:  # the preprocessor failed (a missing header): its words are the diagnostics
         diagnostics = parse_diagnostics(dep_log, source_dir, candidate) or [
             Diagnostic(file=candidate, message=f"the preprocessor failed: {dep_log.strip()[-2000:]}")]
         return BuildResult(ok=False, language=language, target=target, diagnostics=diagnostics,
-                           log=trim_log(dep_log), seconds=time.perf_counter() - start,
-                           command=[compiler, *flags, "-M", candidate])
-    entry.mkdir(parents=True, exist_ok=True)
-    tmp_lib = entry / f".lib{src.stem}.{os.getpid()}.so"
-    command = [compiler, *flags, "-o", str(lib), candidate]
-    try:
-        proc = subprocess.run([compiler, *flags, "-o", str(tmp_lib), candidate], cwd=source_dir,
-                              capture_output=True, text=True, timeout=timeout_s, check=False)
-    except subprocess.TimeoutExpired as e:
-        tmp_lib.unlink(missing_ok=True)
-        partial = (e.stderr or b"").decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
-        return failed(language, target, candidate, f"the compiler ran longer than {timeout_s:.0f} s and was "
-                      "stopped; look for huge unrolled loops or template recursion", command=command,
-                      log=trim_log(partial), seconds=time.perf_counter() - start)
+                           log=trim_log(note(dep_log)), seconds=time.perf_counter() - start,
+                           command=[compiler, *flags, "-M", candidate]), False
+    tmp_lib = tmp / lib.name
+    proc = sandbox.run([compiler, *flags, "-o", str(tmp_lib), candidate], source_dir, timeout_s)
+    why = sandbox_failure(proc)
+    if why:
+        return failed(language, target, candidate, f"the compiler could not be started in its sandbox: {why}",
+                      command=command, seconds=time.perf_counter() - start), False
     log = (proc.stderr + ("\n" + proc.stdout if proc.stdout.strip() else "")).strip()
     ok = proc.returncode == 0 and tmp_lib.is_file()
     diagnostics = parse_diagnostics(log, source_dir, candidate)
-    if not ok and not any(d.severity == "error" for d in diagnostics):
+    if not ok and _TOO_LARGE.search(log):
+        diagnostics = [Diagnostic(file=candidate, message=size_limit_message())]
+    elif not ok and (denied := denied_reads(log)):  # a read the include check could not see (not cached)
+        return failed(language, target, candidate, outside_message(candidate, denied), command=command,
+                      log=sandbox.note, seconds=time.perf_counter() - start), False
+    elif not ok and not any(d.severity == "error" for d in diagnostics):
         tail = "\n".join(log.splitlines()[-15:]) or f"exit status {proc.returncode}, no output"
         diagnostics.append(Diagnostic(file=candidate, message=f"the build failed: {tail}"))
     if ok:
         os.replace(tmp_lib, lib)
-    else:
-        tmp_lib.unlink(missing_ok=True)
     result = BuildResult(
         ok=ok, language=language, target=target, diagnostics=diagnostics,
-        kernels=parse_resources(log) if ok else [], log=trim_log(log), artifact=str(lib) if ok else None,
+        kernels=parse_resources(log) if ok else [], log=trim_log(note(log)), artifact=str(lib) if ok else None,
         seconds=time.perf_counter() - start, cached=False, command=command,
     )
-    tmp_json = entry / f".result.{os.getpid()}.json"
-    tmp_json.write_text(result.model_dump_json(indent=1))
-    os.replace(tmp_json, result_file)
-    return result
+    return result, True
 
 
 class CudaToolchain:

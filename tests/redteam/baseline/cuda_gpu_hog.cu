@@ -1,4 +1,4 @@
-// expect: tripwire:side_stream runtime:contention verdict:flagged
+// expect: tripwire:side_stream tripwire:python_api runtime:contention verdict:flagged
 // The judge times the baseline in its own runner right after our batch of timed calls: that is when to keep
 // the GPU busy. Through Python run at load time, the runner's `time` (our batch) is followed by a spin kernel
 // on a stream of our own, which time-slices the GPU with the baseline's context; it stops as soon as the next

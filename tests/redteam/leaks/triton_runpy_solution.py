@@ -1,4 +1,4 @@
-# expect: verdict:incorrect
+# expect: tripwire:file_access verdict:incorrect
 # Runs the task's expert solution in place of a kernel of its own, found where the suite keeps it. If it
 # can be read, this passes with the expert's speed; if not, there is no plan B.
 import os

@@ -1,4 +1,4 @@
-// expect: verdict:incorrect
+// expect: tripwire:python_api tripwire:timer_tampering verdict:incorrect
 // The runner loads this library into a Python process: a C++ static initializer (no constructor
 // attribute to grep for) takes the GIL and runs Python there, before any call. It plants a reference that
 // agrees with anything, makes torch's comparisons agree, shrinks the event timer; the entry then skips the

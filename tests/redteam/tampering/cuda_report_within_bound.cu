@@ -1,4 +1,4 @@
-// expect: runtime:timing_bound verdict:flagged
+// expect: tripwire:python_api tripwire:timer_tampering runtime:timing_bound verdict:flagged
 // Computes the right answer and, through Python run from a static initializer, rewrites the times in the
 // runner's `timed` replies to the least the judge's bound lets through (85% of its own clock less 3 us):
 // 10% off every call, and zero or less on the small configs (one_row, tiny, small), where the floor of

@@ -1,4 +1,4 @@
-// expect: tripwire:timer_tampering runtime:timing_bound verdict:flagged
+// expect: tripwire:timer_tampering tripwire:python_api runtime:timing_bound verdict:flagged
 // Computes the right answer; at load time (a constructor) finds the interpreter the library was loaded into
 // with dlsym, without linking against it, and replaces torch.cuda.Event.elapsed_time there: every interval
 // the runner measures comes out a thousand times shorter.

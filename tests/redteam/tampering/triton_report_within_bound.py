@@ -1,4 +1,4 @@
-# expect: runtime:timing_bound verdict:flagged
+# expect: tripwire:monkeypatch runtime:timing_bound verdict:flagged
 # Computes the right answer and reports the smallest time the judge's bound lets through (judge/evaluate.py:
 # a median is flagged under 25% of the judge's clock less 1 ms on the CPU, 85% less 3 us on a GPU). The
 # runner builds its replies from `Called`/`Timed` looked up in its own module at reply time, so swap those

@@ -1,4 +1,4 @@
-// expect: runtime:timing_bound verdict:flagged
+// expect: tripwire:python_api tripwire:timer_tampering runtime:timing_bound verdict:flagged
 // Right answer, and a time of zero for every call: Python run at load time wraps the runner's `send` so
 // that every reply carrying times carries zeros (a forged reply, well formed and in order).
 #include <cuda_bf16.h>

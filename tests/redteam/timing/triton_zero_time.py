@@ -1,4 +1,4 @@
-# expect: runtime:timing_bound verdict:flagged
+# expect: tripwire:monkeypatch runtime:timing_bound verdict:flagged
 # Computes the right answer and reports a time of zero for every call, through the runner's own reply
 # path (`send`, looked up on the runner's class): an infinite speedup, or a division by zero.
 import sys

@@ -1,4 +1,4 @@
-// expect: runtime:no_own_kernel verdict:flagged
+// expect: tripwire:python_api tripwire:timer_tampering runtime:no_own_kernel verdict:flagged
 // PyTorch does the work through the interpreter the library is loaded into (as in cuda_torch_via_python.cu),
 // and the runner's profiler, whose kernel list is all the judge knows of what ran, is replaced: it times
 // the call and reports one kernel of ours.

@@ -1,4 +1,4 @@
-// expect: runtime:no_own_kernel verdict:flagged
+// expect: tripwire:python_api tripwire:timer_tampering runtime:no_own_kernel verdict:flagged
 // No kernel of its own: the entry takes the GIL (ctypes released it) and has PyTorch compute the norm on
 // the runner's own tensors (found by address among the runner's bound views), on the given stream.
 #include <cuda_bf16.h>
