@@ -18,22 +18,30 @@
     crucible mcp-config --client claude|codex|cursor --task ID --workspace DIR
                                                  an agent client's MCP config for `crucible serve`
     crucible report RUN [--json] [--html FILE]   a run's results per agent/model, category and task
+    crucible export RUN --format csv|jsonl|parquet|atif [--out PATH]
+                                                 a run's sessions as a table, or ATIF trajectories (harness/export.py)
+
+Exit codes: 0 ok; 1 the kernel failed (does not compile, wrong, crashed...); 2 bad input (printed as one
+message); 3 (`crucible tool`) nothing could run on this machine: needs a GPU, or too large for the CPU.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from crucible.toolkit.agent_view import AgentView
 from crucible.toolkit.evaluation import EvalRequest, compile_snapshot, evaluate
 from crucible.toolkit.profiling import Profile, profile
 from crucible.toolkit.results import Evaluation
-from crucible.toolkit.task import Task, TaskError, discover_tasks, find_task
+from crucible.toolkit.task import MAX_TIMEOUT_S, Task, TaskError, discover_tasks, find_task
 from crucible.toolkit.toolchains import BuildResult
 from crucible.toolkit.workspace import WorkspaceError, materialize, take_snapshot
 
@@ -43,6 +51,12 @@ from .models import RunConfig
 
 class UsageError(Exception):
     """Bad input from the user: printed as one message, exit code 2."""
+
+
+EXIT_OK, EXIT_KERNEL_FAILED, EXIT_USAGE, EXIT_NOT_RUN = 0, 1, 2, 3
+"""`crucible tool` exit codes. NOT_RUN: nothing could run on this machine (a CUDA/HIP kernel without its
+GPU, or every asked config too large for the CPU interpreter): neither the kernel's failure nor bad input,
+and not a success a script should go on from either."""
 
 
 def _task(task_id: str) -> Task:
@@ -161,25 +175,28 @@ def cmd_tool(args: argparse.Namespace) -> int:
     view = AgentView.for_task(task, Path(args.workspace), snapshot.root)
     if args.tool == "compile":
         result: BuildResult | Evaluation | Profile = view.build(compile_snapshot(task, snapshot, args.backend))
-        ok = result.ok
+        status = "ok" if result.ok else "compile_error"
     elif args.tool == "profile":
         try:
             result = view.profile(profile(task, snapshot, (args.config or [None])[0], ncu=args.ncu,
                                           backend=args.backend))
         except KeyError as exc:
             raise UsageError(exc.args[0]) from None
-        ok = result.status == "ok"
+        status = result.status
     else:
         configs = args.config or "visible"
         timing = {"test": "quick", "bench": "careful"}[args.tool]
-        request = EvalRequest(configs=configs, timing=timing, backend=args.backend,  # type: ignore[arg-type]
-                              compiled_baseline=args.tool == "bench", seeds=args.seeds,
-                              timeout_s=args.timeout)
+        try:
+            request = EvalRequest(configs=configs, timing=timing, backend=args.backend,  # type: ignore[arg-type]
+                                  compiled_baseline=args.tool == "bench", seeds=args.seeds,
+                                  timeout_s=args.timeout)
+        except ValidationError as exc:  # --seeds out of range
+            raise UsageError("; ".join(f"--{e['loc'][0]}: {e['msg']}" for e in exc.errors())) from None
         try:
             result = view.evaluation(evaluate(task, snapshot, request))
         except KeyError as exc:
             raise UsageError(exc.args[0]) from None
-        ok = result.status in ("ok", "not_run")
+        status = result.status
     if args.json:
         print(result.model_dump_json(indent=2))
     elif isinstance(result, BuildResult):
@@ -188,7 +205,7 @@ def cmd_tool(args: argparse.Namespace) -> int:
         print(render.profile_text(result))
     else:
         print(render.evaluation_text(result))
-    return 0 if ok else 1
+    return EXIT_OK if status == "ok" else EXIT_NOT_RUN if status == "not_run" else EXIT_KERNEL_FAILED
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
@@ -207,8 +224,6 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def _run_config(args: argparse.Namespace) -> RunConfig:
-    from pydantic import ValidationError
-
     model = args.model
     if args.agent == "scripted":
         model = model or "solution"
@@ -222,10 +237,20 @@ def _run_config(args: argparse.Namespace) -> RunConfig:
         raise UsageError("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())) from None
 
 
+def clean_leftovers() -> None:
+    """Scratch folders and cgroups that killed runs and servers left behind (toolkit/leftovers.py)."""
+    from crucible.toolkit.leftovers import clean_leftovers
+
+    done = clean_leftovers()
+    if done.folders or done.cgroups:
+        print(f"crucible: {done.summary()}", file=sys.stderr)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from .run import RunError, execute
 
     config = _run_config(args)
+    clean_leftovers()
     try:
         return execute(config, out=Path(args.out) if args.out else None, resume=args.resume)
     except RunError as exc:
@@ -323,9 +348,18 @@ def add_report_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     r.set_defaults(func=cmd_report)
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
-    from pydantic import ValidationError
+def cmd_export(args: argparse.Namespace) -> int:
+    from .export import ExportError, export_run
 
+    try:
+        done = export_run(Path(args.run), args.format, args.out)
+    except ExportError as exc:
+        raise UsageError(str(exc)) from None
+    print(done.summary(), file=sys.stderr if done.path == "-" else sys.stdout)
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
     from crucible.server import (
         ServeError,
         SessionConfig,
@@ -339,6 +373,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not workspace.is_dir():
         raise UsageError(f"workspace {workspace} does not exist; create it with "
                          f"`crucible workspace {args.task} {workspace}`")
+    clean_leftovers()
     try:
         session = SessionConfig(task_id=args.task, workspace=workspace, backend=args.backend,
                                 ledger=Path(args.ledger) if args.ledger else None)
@@ -376,6 +411,18 @@ def add_serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     s.add_argument("--token-env", default="CRUCIBLE_MCP_TOKEN",
                    help="HTTP: the environment variable holding the bearer token (required for HTTP)")
     s.set_defaults(func=cmd_serve)
+
+
+def timeout_seconds(text: str) -> float:
+    """A worker time limit: finite, more than 0, at most MAX_TIMEOUT_S (0 is not "the task's default")."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or not 0 < value <= MAX_TIMEOUT_S:
+        raise argparse.ArgumentTypeError(f"{text} seconds is not a time limit: give more than 0 and at most "
+                                         f"{MAX_TIMEOUT_S:g} (leave --timeout out for the task's own)")
+    return value
 
 
 def positive_int(text: str) -> int:
@@ -423,16 +470,23 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--force", action="store_true", help="write into a non-empty folder")
     w.set_defaults(func=cmd_workspace)
 
-    tool = sub.add_parser("tool", help="run a tool by hand: compile, test, bench, profile (as the agent sees it)")
-    tool.add_argument("tool", choices=["compile", "test", "bench", "profile"])
+    tool = sub.add_parser("tool", help="run a tool by hand: compile, test, bench, profile (as the agent sees it)",
+                          description="The MCP tools' functions, by hand, shown as the agent sees them. compile: "
+                          "build, diagnostics, registers/shared memory/spills; test: correctness on the visible "
+                          "configs and a quick timing; bench: careful timing; profile: careful timing, kernels, "
+                          "resources, roofline on one config. Exit codes: 0 ok, 1 the kernel failed, 2 bad input, "
+                          "3 nothing could run on this machine (needs a GPU, or every config is too large for "
+                          "the CPU interpreter).")
+    tool.add_argument("tool", choices=["compile", "test", "bench", "profile"],
+                      help="compile, test, bench or profile")
     tool.add_argument("--task", required=True)
     tool.add_argument("--workspace", required=True)
     tool.add_argument("--config", action="append", help="a visible config's name (repeatable); default: all "
-                      "visible")
+                      "visible; profile: one, by default the largest that can run on this machine")
     tool.add_argument("--seeds", type=int, default=None)
     tool.add_argument("--backend", choices=["auto", "cpu", "cuda", "rocm"], default="auto")
-    tool.add_argument("--timeout", type=float, default=None, help="worker time limit in seconds "
-                      "(default: the task's)")
+    tool.add_argument("--timeout", type=timeout_seconds, default=None, help="worker time limit in seconds, "
+                      f"at most {MAX_TIMEOUT_S:g} (default: the task's)")
     tool.add_argument("--json", action="store_true", help="print the result model as JSON")
     tool.add_argument("--ncu", action="store_true", help="profile: add Nsight Compute metrics (slow)")
     tool.set_defaults(func=cmd_tool)
@@ -447,6 +501,13 @@ def parser() -> argparse.ArgumentParser:
     add_mcp_config_parser(sub)
     add_serve_parser(sub)
     add_report_parser(sub)
+
+    x = sub.add_parser("export", help="a run's sessions as CSV, JSONL or Parquet rows, or ATIF trajectories")
+    x.add_argument("run", help="the run folder (holds store.db)")
+    x.add_argument("--format", required=True, choices=["csv", "jsonl", "parquet", "atif"])
+    x.add_argument("--out", help="the file (a folder for atif; `-`: print csv or jsonl); default "
+                   "RUN/export/sessions.FORMAT or RUN/export/atif/")
+    x.set_defaults(func=cmd_export)
     return p
 
 

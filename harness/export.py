@@ -201,7 +201,7 @@ def open_store(run_dir: Path) -> tuple[Store, RunRow]:
     if not path.is_file():  # Store() would create an empty one
         raise ExportError(f"no {STORE_FILE} in {run_dir}: give a `crucible run` folder (the one its --out "
                           "named, or crucible-runs/<run id>)")
-    store = Store(path)
+    store = Store(path, read_only=True)  # an export never migrates or writes the store
     try:
         run = store.run()
     except StoreError as exc:

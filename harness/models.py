@@ -107,8 +107,17 @@ class Score(Frozen):
     speedup: float | None = None
     """Geometric mean over all configs; None unless the verdict is pass (a failure earns nothing)."""
     speedup_against: str | None = None
+    timing_comparable: bool | None = None
+    """Whether the speedups come from timings comparable with other machines' (a GPU's events); False on
+    the cpu backend, which times Triton's interpreter and torch on the CPU. None: not recorded (a score
+    from before this field; the report then goes by the backend it was scored on)."""
     peak_fraction: float | None = None
     flags: list[str] = Field(default_factory=list)
     """Integrity flags, each with its evidence."""
     submission_hash: str | None = None
     evaluator_version: str = ""
+    hidden_configs: int | None = None
+    """How many hidden configs the task has; None: not recorded."""
+    hidden_checked: int | None = None
+    """How many of them ran and were checked; the others were skipped as too large for the backend (the
+    CPU interpreter), so `generalizes` says nothing about them. None: not recorded."""

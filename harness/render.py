@@ -14,6 +14,19 @@ def table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)])
 
 
+def timing_note(backend: str | None) -> str:
+    """Why timings on `backend` are not comparable with a GPU's, in a few words."""
+    return "CPU interpreter" if backend == "cpu" else "timings not comparable"
+
+
+def speedup_text(speedup: float | None, comparable: bool | None = True, note: str = "CPU interpreter") -> str:
+    """A speedup for text output: `-` when there is none, `n/c (why)` when its timings say nothing about a
+    GPU (the CPU interpreter's), else `1.23x`."""
+    if speedup is None:
+        return "-"
+    return f"n/c ({note})" if comparable is False else f"{speedup:.2f}x"
+
+
 def task_table(tasks: list[Task]) -> str:
     rows = [[t.id, t.spec.language, str(len(t.spec.configs)), str(len(t.hidden.configs)), t.spec.title]
             for t in tasks]
@@ -38,9 +51,10 @@ def build_text(b: BuildResult) -> str:
     for d in b.diagnostics:
         lines.append(f"  {d.file}:{d.line if d.line is not None else '?'}: {d.severity}: {d.message}")
     if b.kernels:
-        rows = [[k.name[:60], _n(k.registers), _n(k.shared_bytes), _n(k.spill_stores), _n(k.spill_loads)]
+        # The name last and whole: C++ signatures are long, and a cut one may not say which overload it is.
+        rows = [[_n(k.registers), _n(k.shared_bytes), _n(k.spill_stores), _n(k.spill_loads), k.name]
                 for k in b.kernels]
-        lines.append(table(["kernel", "registers", "shared B", "spill st", "spill ld"], rows))
+        lines.append(table(["registers", "shared B", "spill st", "spill ld", "kernel"], rows))
     if not b.ok and b.log and not b.diagnostics:
         lines.append(b.log)  # cut by the agent view, the candidate's own frames first
     return "\n".join(lines)
@@ -65,6 +79,10 @@ def evaluation_text(e: Evaluation) -> str:
                          "-" if c.peak_fraction is None else f"{c.peak_fraction:.2f}"])
         lines.append(table(["config", "status", "max abs err", "cand us", "base us", "compiled us", "speedup",
                             "peak"], rows))
+    skipped = [c for c in e.configs if c.status == "skipped"]
+    if skipped:
+        lines.append("skipped (not run, so not checked):")
+        lines += [f"  {c.config}: {c.message or 'no reason given'}" for c in skipped]
     findings = [f for c in e.configs for f in c.integrity]
     if findings:
         lines.append("integrity (docs/integrity.md):")
@@ -88,12 +106,12 @@ def profile_text(p: Profile) -> str:
         lines.append(f"candidate {_us(t.candidate)} us (IQR {t.candidate.iqr_us:.2f}, {t.candidate.reps} reps, "
                      f"{t.candidate.method}){base}{comp}{speed}")
     if p.kernels:
-        rows = [[k.name[:70], str(k.calls), f"{k.total_us:,.1f}", f"{100 * k.share:.0f}%"] for k in p.kernels[:12]]
-        lines.append(table(["kernel", "calls", "us per call", "share"], rows))
+        rows = [[str(k.calls), f"{k.total_us:,.1f}", f"{100 * k.share:.0f}%", k.name] for k in p.kernels[:12]]
+        lines.append(table(["calls", "us per call", "share", "kernel"], rows))
     if p.resources:
-        rows = [[str(k["name"])[:60], _n(k["registers"]), _n(k["shared_bytes"]), _n(k["spill_stores"])]
+        rows = [[_n(k["registers"]), _n(k["shared_bytes"]), _n(k["spill_stores"]), str(k["name"])]
                 for k in p.resources]
-        lines.append(table(["compiled kernel", "registers", "shared B", "spill st"], rows))
+        lines.append(table(["registers", "shared B", "spill st", "compiled kernel"], rows))
     r = p.roofline
     if r is not None:
         frac = "" if r.peak_fraction is None else (f"; {100 * r.peak_fraction:.0f}% of peak ({r.bound}-bound; "
@@ -101,6 +119,6 @@ def profile_text(p: Profile) -> str:
         lines.append(f"roofline: {r.achieved_tflops:.3g} TFLOP/s, {r.achieved_gbps:,.0f} GB/s{frac}")
     if p.ncu:
         for kernel, metrics in p.ncu.items():
-            lines.append(f"ncu {kernel[:60]}: " + ", ".join(f"{k}={v}" for k, v in list(metrics.items())[:8]))
+            lines.append(f"ncu {kernel}:\n  " + ", ".join(f"{k}={v}" for k, v in list(metrics.items())[:8]))
     lines += [f"note: {n}" for n in p.notes]
     return "\n".join(lines)

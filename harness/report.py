@@ -8,7 +8,10 @@ Rules (docs/evaluation-rules.md, "Scoring"):
 - fast_p is the fraction of sessions that pass AND are more than p times faster: a failure earns nothing;
 - the geometric-mean speedup is over passing sessions only (fast_p is the figure that charges failures);
 - with repeats, each figure is computed per repeat, then its mean and 95% confidence interval (Student's t)
-  across repeats; speedups are averaged in log space, so their interval is geometric. One repeat: no interval.
+  across repeats; speedups are averaged in log space, so their interval is geometric. One repeat: no interval;
+- timings not comparable with a GPU's (the cpu backend times Triton's interpreter): the text and HTML show
+  speedups and fast_p as `n/c (CPU interpreter)`, and generalization with how many hidden configs were
+  checked (the rest were too large for the CPU); the JSON keeps every figure, with `timing_comparable`.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from .models import AUDIT_PREFIX, EndReason, Score, Usage
-from .render import table
+from .render import speedup_text, table, timing_note
 from .store import STORE_FILE, RunRow, Store, StoreError
 
 FAST_P = (1.0, 1.5, 2.0)
@@ -49,7 +52,17 @@ class SessionOutcome(BaseModel):
     end_message: str = ""
     score: Score | None = None
     """None until the session is scored."""
+    scored_on: str | None = None
+    """The backend it was scored on (cpu, cuda, rocm)."""
     usage: Usage = Field(default_factory=Usage)
+
+    @property
+    def timing_comparable(self) -> bool:
+        """Its speedup comes from timings comparable with a GPU's; a score from before the field was
+        recorded goes by the backend it was scored on."""
+        if self.score is not None and self.score.timing_comparable is not None and self.score.speedup is not None:
+            return self.score.timing_comparable
+        return self.scored_on != "cpu"
 
     @property
     def entrant(self) -> str:
@@ -83,7 +96,10 @@ def load_run(run_dir: Path | str) -> tuple[RunRow | None, list[SessionOutcome]]:
     path = Path(run_dir) / STORE_FILE
     if not path.is_file():
         raise ReportError(f"no {STORE_FILE} in {run_dir}: is it a `crucible run` folder?")
-    store = Store(path)
+    try:
+        store = Store(path, read_only=True)  # a report never writes, not even a migration
+    except StoreError as exc:
+        raise ReportError(str(exc)) from None
     try:
         run = store.run()
         outcomes = []
@@ -93,7 +109,7 @@ def load_run(run_dir: Path | str) -> tuple[RunRow | None, list[SessionOutcome]]:
                 session_id=row.id, task=row.task, category=category_of(row.task), agent=row.agent, model=row.model,
                 repeat=row.repeat, state=row.state, end_reason=row.end_reason,  # type: ignore[arg-type]
                 end_message=row.end_message, score=scored.score if scored else None,
-                usage=store.usage(row.id) or Usage()))
+                scored_on=scored.backend if scored else None, usage=store.usage(row.id) or Usage()))
     except StoreError as exc:
         raise ReportError(str(exc)) from None
     finally:
@@ -202,6 +218,14 @@ class Metrics(BaseModel):
     turns: Stat
     tool_calls: Stat
     """Per session."""
+    timing_comparable: bool = True
+    """False when the speedups (and so fast_p) come from timings not comparable with a GPU's."""
+    timing_note: str = ""
+    """Why not, in a few words ("CPU interpreter"); empty when comparable."""
+    hidden_configs: int | None = None
+    hidden_checked: int | None = None
+    """Hidden configs over these sessions, and how many of them were checked (the rest were skipped as too
+    large for the backend); None when some session's score did not record it."""
 
 
 class EntrantReport(BaseModel):
@@ -223,6 +247,8 @@ class TaskResult(BaseModel):
     passing: int
     speedup: float | None
     """Geometric mean over passing sessions; None if none passed."""
+    timing_comparable: bool = True
+    timing_note: str = ""
 
 
 class SessionLine(BaseModel):
@@ -237,6 +263,8 @@ class SessionLine(BaseModel):
     message: str
     flags: list[str] = Field(default_factory=list)
     speedup: float | None = None
+    timing_comparable: bool = True
+    """Whether `speedup` comes from timings comparable with a GPU's."""
     cost_usd: float | None = None
 
 
@@ -263,6 +291,11 @@ class Report(BaseModel):
     """Every scored session, for the cost/speedup plot."""
     cost_total_usd: float
     """What the whole run spent, infra errors included."""
+    timing_comparable: bool = True
+    """False when any scored session's timings are not comparable with a GPU's (the cpu backend): the text
+    and HTML then show speedups as `n/c`; the figures here stay as measured."""
+    timing_note: str = ""
+    """Why not ("CPU interpreter"); empty when comparable."""
     notes: list[str]
 
 
@@ -291,9 +324,24 @@ def _fast(p: float) -> Callable[[SessionOutcome], bool]:
     return lambda o: o.passed and o.score is not None and o.score.speedup is not None and o.score.speedup > p
 
 
+def comparability(outcomes: list[SessionOutcome]) -> tuple[bool, str]:
+    """Whether these sessions' timings are comparable with a GPU's, and if not, why."""
+    odd = [o for o in outcomes if not o.timing_comparable]
+    return (not odd, "" if not odd else timing_note(odd[0].scored_on))
+
+
+def hidden_counts(outcomes: list[SessionOutcome]) -> tuple[int | None, int | None]:
+    scores = [o.score for o in outcomes if o.score is not None]
+    if any(s.hidden_configs is None or s.hidden_checked is None for s in scores):
+        return None, None
+    return sum(s.hidden_configs or 0 for s in scores), sum(s.hidden_checked or 0 for s in scores)
+
+
 def metrics(outcomes: list[SessionOutcome]) -> Metrics:
     """The figures for `outcomes`, which must all be scored (see SessionOutcome.scored)."""
     assert all(o.scored for o in outcomes), "infra errors and unscored sessions must be filtered out first"
+    comparable, note = comparability(outcomes)
+    hidden, checked = hidden_counts(outcomes)
 
     def per(f: Callable[[list[SessionOutcome]], float | None], geometric: bool = False) -> Stat:
         return stat(_by_repeat(outcomes, f), geometric)
@@ -321,6 +369,7 @@ def metrics(outcomes: list[SessionOutcome]) -> Metrics:
         wall_s=usage("wall_s"),
         turns=usage("turns"),
         tool_calls=per(_mean(lambda o: float(sum(o.usage.tool_calls.values())))),
+        timing_comparable=comparable, timing_note=note, hidden_configs=hidden, hidden_checked=checked,
     )
 
 
@@ -329,7 +378,16 @@ def _line(o: SessionOutcome) -> SessionLine:
     return SessionLine(session_id=o.session_id, task=o.task, entrant=o.entrant, repeat=o.repeat,
                        verdict=s.verdict if s else None, end_reason=o.end_reason,
                        message=(s.message if s and s.message else o.end_message), flags=list(s.flags) if s else [],
-                       speedup=s.speedup if s and o.passed else None, cost_usd=o.usage.cost_usd)
+                       speedup=s.speedup if s and o.passed else None, timing_comparable=o.timing_comparable,
+                       cost_usd=o.usage.cost_usd)
+
+
+def task_result(task: str, entrant: str, group: list[SessionOutcome]) -> TaskResult:
+    comparable, note = comparability(group)
+    return TaskResult(task=task, category=group[0].category, entrant=entrant, sessions=len(group),
+                      passing=sum(o.passed for o in group),
+                      speedup=geomean([o.score.speedup for o in group if o.passed and o.score and o.score.speedup]),
+                      timing_comparable=comparable, timing_note=note)
 
 
 def build_report(outcomes: list[SessionOutcome], run_dir: Path | str = "", run: RunRow | None = None) -> Report:
@@ -347,9 +405,10 @@ def build_report(outcomes: list[SessionOutcome], run_dir: Path | str = "", run: 
     per_task: dict[tuple[str, str], list[SessionOutcome]] = defaultdict(list)
     for o in scored:
         per_task[(o.task, o.entrant)].append(o)
-    tasks = [TaskResult(task=t, category=g[0].category, entrant=e, sessions=len(g), passing=sum(o.passed for o in g),
-                        speedup=geomean([o.score.speedup for o in g if o.passed and o.score and o.score.speedup]))
-             for (t, e), g in sorted(per_task.items())]
+    tasks = [task_result(t, e, g) for (t, e), g in sorted(per_task.items())]
+    comparable, note = comparability(scored)
+    if run is not None and run.backend == "cpu" and not scored:
+        comparable, note = False, timing_note("cpu")
     repeats = max((r.overall.repeats for r in rows), default=0)
     notes = [
         "rates and fast_p are over scored sessions; infra errors and unscored sessions are left out of every figure",
@@ -359,9 +418,10 @@ def build_report(outcomes: list[SessionOutcome], run_dir: Path | str = "", run: 
         ("with repeats: mean of the per-repeat figure and its 95% interval (Student's t, n = repeats); "
          "speedup intervals are geometric" if repeats > 1 else "one repeat: no confidence interval (n/a)"),
     ]
-    if run is not None and run.backend == "cpu":
-        notes.append("backend cpu: speedups come from Triton's interpreter and torch on the CPU, not comparable "
-                     "with GPU figures")
+    if not comparable:
+        notes.append(f"timings not comparable ({note}): speedups come from Triton's interpreter and torch on the "
+                     "CPU, so speedups and fast_p are shown as n/c (the figures stay in --json); generalizes is "
+                     "over the hidden configs that were checked, the others being too large for the CPU")
     return Report(
         run_dir=str(run_dir), run=run, sessions=len(outcomes), scored=len(scored),
         infra_errors=[_line(o) for o in outcomes if o.infra_error],
@@ -371,7 +431,8 @@ def build_report(outcomes: list[SessionOutcome], run_dir: Path | str = "", run: 
         audit=[_line(o) for o in outcomes if o.score and o.score.verdict != "flagged" and o.score.flags
                and not any(is_integrity_flag(f) for f in o.score.flags)],
         entrants=rows, tasks=tasks, points=[_line(o) for o in scored],
-        cost_total_usd=sum(o.usage.cost_usd or 0.0 for o in outcomes), notes=notes)
+        cost_total_usd=sum(o.usage.cost_usd or 0.0 for o in outcomes), timing_comparable=comparable,
+        timing_note=note, notes=notes)
 
 
 def is_integrity_flag(flag: str) -> bool:
@@ -402,11 +463,23 @@ def fmt_rate(s: Stat) -> str:
     return f"{100 * s.mean:.0f}%{ci}"
 
 
-def fmt_speedup(s: Stat) -> str:
+def fmt_speedup(s: Stat, m: Metrics | None = None) -> str:
     if s.mean is None:
         return "-"
+    if m is not None and not m.timing_comparable:
+        return speedup_text(s.mean, False, m.timing_note)
     ci = "" if s.low is None or s.high is None else f" ({s.low:.2f}-{s.high:.2f})"
     return f"{s.mean:.2f}x{ci}"
+
+
+def fmt_generalizes(m: Metrics) -> str:
+    """The hidden-config rate, with how many hidden configs were checked when some were not."""
+    rate = fmt_rate(m.generalizes)
+    if m.hidden_configs is not None and m.hidden_checked is not None:
+        if m.hidden_checked < m.hidden_configs:
+            return f"{rate} ({m.hidden_checked} of {m.hidden_configs} hidden configs checked)"
+        return rate
+    return rate if m.timing_comparable else f"{rate} (hidden configs checked: not recorded)"
 
 
 def fmt_num(s: Stat, unit: str = "", digits: int = 0) -> str:
@@ -439,8 +512,9 @@ RATE_HEADERS = ["sessions", "repeats", "correct", "generalizes", "fast_1", "fast
 
 
 def rate_cells(m: Metrics) -> list[str]:
-    return [f"{m.sessions}", f"{m.repeats}" + (" (CI n/a)" if m.repeats < 2 else ""), fmt_rate(m.correct), fmt_rate(m.generalizes), *(fmt_rate(s) for s in m.fast_p.values()),
-            f"{fmt_speedup(m.speedup)} [{m.passing} pass]"]
+    fast = [fmt_rate(s) if m.timing_comparable else "n/c" for s in m.fast_p.values()]
+    return [f"{m.sessions}", f"{m.repeats}" + (" (CI n/a)" if m.repeats < 2 else ""), fmt_rate(m.correct),
+            fmt_generalizes(m), *fast, f"{fmt_speedup(m.speedup, m)} [{m.passing} pass]"]
 
 
 USAGE_HEADERS = ["input tok", "output tok", "cache read", "cache write", "cost/session", "cost source",
@@ -481,12 +555,20 @@ def leaderboard_text(run_dir: Path | str) -> str:
     lines = [_header(r), table(["agent/model", *RATE_HEADERS, "cost/session"],
                                [[clean(e.entrant, 60), *rate_cells(e.overall), fmt_cost(e.overall)]
                                 for e in r.entrants])]
+    if not r.timing_comparable:
+        lines.append(comparability_line(r))
     if r.infra_errors:
         lines.append(f"infra errors (not counted): {', '.join(clean(s.session_id, 80) for s in r.infra_errors)}")
     if r.flagged:
         lines.append(f"flagged: {', '.join(clean(s.session_id, 80) for s in r.flagged)} "
                      f"(see `crucible report {clean(str(run_dir))}`)")
     return "\n".join(lines)
+
+
+def comparability_line(r: Report) -> str:
+    return (f"timings not comparable ({r.timing_note}): speedups and fast_p are shown as n/c, as they say "
+            "nothing about a GPU (the measured figures are in `crucible report RUN --json`); generalizes counts "
+            "only the hidden configs that were checked")
 
 
 def report_text(r: Report) -> str:
@@ -501,7 +583,7 @@ def report_text(r: Report) -> str:
            "", "== per task",
            table(["task", "agent/model", "passing", "speedup (passing)"],
                  [[clean(t.task, 80), clean(t.entrant, 60), f"{t.passing}/{t.sessions}",
-                   "-" if t.speedup is None else f"{t.speedup:.2f}x"] for t in r.tasks])]
+                   speedup_text(t.speedup, t.timing_comparable, t.timing_note)] for t in r.tasks])]
     if r.infra_errors:
         out += ["", "== infra errors (left out of every figure)", _session_table(r.infra_errors, with_flags=False)]
     if r.unscored:

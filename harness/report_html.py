@@ -11,11 +11,13 @@ from __future__ import annotations
 import math
 from html import escape
 
+from .render import speedup_text
 from .report import (
     RATE_HEADERS,
     USAGE_HEADERS,
     Report,
     SessionLine,
+    comparability_line,
     rate_cells,
     run_line,
     usage_cells,
@@ -218,10 +220,27 @@ svg.plot {{ display: block; margin: 8px 0; }} svg text {{ {FONT}; font-size: 11p
 """
 
 
-def report_html(report: Report) -> str:
+def plots(report: Report) -> list[str]:
+    """The two plots, or, where the timings say nothing about a GPU, a word on why there are none."""
+    if not report.timing_comparable:
+        return ["<h2>Speedups</h2>",
+                f'<p class="notes not-comparable">No speedup plots: {esc(comparability_line(report))}.</p>']
     speed = speedup_plot(report)
     cost, no_cost = cost_plot(report)
     cost_note = f" {no_cost} session(s) without a known cost are not drawn." if no_cost else ""
+    return [
+        "<h2>Speedup per task</h2>",
+        '<p class="notes">Geometric mean over each agent/model\'s passing sessions; × marks a task where none '
+        "passed. Hover a bar for its figures.</p>",
+        speed,
+        "<h2>Cost against speedup</h2>",
+        f'<p class="notes">One point per scored session. Failed sessions earn no speedup and sit in the '
+        f"band marked failed, under the axis.{esc(cost_note)}</p>",
+        cost,
+    ]
+
+
+def report_html(report: Report) -> str:
     parts = [
         "<!doctype html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -237,14 +256,7 @@ def report_html(report: Report) -> str:
         "<h2>Results per agent/model</h2>",
         html_table(["agent/model", *RATE_HEADERS], [[e.entrant, *rate_cells(e.overall)] for e in report.entrants],
                    "results"),
-        "<h2>Speedup per task</h2>",
-        '<p class="notes">Geometric mean over each agent/model\'s passing sessions; × marks a task where none '
-        "passed. Hover a bar for its figures.</p>",
-        speed,
-        "<h2>Cost against speedup</h2>",
-        f'<p class="notes">One point per scored session. Failed sessions earn no speedup and sit in the '
-        f"band marked failed, under the axis.{esc(cost_note)}</p>",
-        cost,
+        *plots(report),
         "<h2>Usage per session</h2>",
         html_table(["agent/model", *USAGE_HEADERS], [[e.entrant, *usage_cells(e.overall)] for e in report.entrants],
                    "usage"),
@@ -254,8 +266,8 @@ def report_html(report: Report) -> str:
                    "categories"),
         "<h2>Per task</h2>",
         html_table(["task", "agent/model", "passing", "speedup (passing)"],
-                   [[t.task, t.entrant, f"{t.passing}/{t.sessions}", "-" if t.speedup is None else f"{t.speedup:.2f}x"]
-                    for t in report.tasks], "tasks"),
+                   [[t.task, t.entrant, f"{t.passing}/{t.sessions}",
+                     speedup_text(t.speedup, t.timing_comparable, t.timing_note)] for t in report.tasks], "tasks"),
         "<h2>Infra errors (left out of every figure)</h2>",
         session_table(report.infra_errors, "infra", flags=False) if report.infra_errors
         else '<p class="empty">none</p>',

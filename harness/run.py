@@ -35,9 +35,10 @@ from crucible.toolkit.task import Task, discover_tasks, find_task
 
 from .agents import Agent, AgentUnavailable, get_agent
 from .models import RunConfig, SessionSpec
+from .render import speedup_text, timing_note
 from .scoring import ScoringPools
 from .session import SandboxPrefix, SessionInterrupted, evaluator_digest, now, run_session, score_last
-from .store import STORE_FILE, RunRow, SessionRecord, Store
+from .store import STORE_FILE, RunRow, ScoreRow, SessionRecord, Store, StoreError
 from .suites import SuiteError, select
 
 DEFAULT_OUT = Path("crucible-runs")
@@ -192,9 +193,10 @@ def open_run(config: RunConfig, *, out: Path | None, resume: bool, backend: Back
         if run_dir is None or not (run_dir / STORE_FILE).is_file():
             raise RunError(f"nothing to resume: {run_dir or DEFAULT_OUT} holds no {STORE_FILE}; "
                            "pass the run's folder with --out")
-        store = Store(run_dir / STORE_FILE)
+        store = open_store(run_dir)
         row = store.run()
         if row is None:
+            store.close()
             raise RunError(f"{run_dir / STORE_FILE} holds no run")
         if row.config_digest != digest:
             changed = {k: (row.config.get(k), v) for k, v in config.model_dump(mode="json").items()
@@ -203,14 +205,12 @@ def open_run(config: RunConfig, *, out: Path | None, resume: bool, backend: Back
             store.close()
             raise RunError(f"the run in {run_dir} was made with a different config ({what}); resume it with "
                            f"the same options: crucible run {shlex.join(row.argv)} --out {run_dir} --resume")
-        row = row.model_copy(update={"finished_at": None})
-        store.put_run(row)
-        return run_dir, store, row
+        return run_dir, store, row  # finished_at changes only if a session runs (_run_matrix)
     run_id = f"{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}-{digest[:6]}"
     run_dir = out if out is not None else DEFAULT_OUT / run_id
     if (run_dir / STORE_FILE).exists():
         raise RunError(f"{run_dir} already holds a run; continue it with --resume, or pick another --out")
-    store = Store(run_dir / STORE_FILE)
+    store = open_store(run_dir)
     row = RunRow(id=run_id, config=config.model_dump(mode="json"), config_digest=digest, argv=command_args(config),
                  crucible_version=_version("kernel-crucible"), evaluator_version=EVALUATOR_VERSION,
                  evaluator_digest=evaluator_digest(), python=platform.python_version(), torch=_version("torch"),
@@ -223,15 +223,33 @@ def open_run(config: RunConfig, *, out: Path | None, resume: bool, backend: Back
 # ---------------------------------------------------------------- progress
 
 
+def open_store(run_dir: Path) -> Store:
+    """The run folder's store, created if new; a damaged one is a RunError that says what to do."""
+    try:
+        return Store(run_dir / STORE_FILE)
+    except StoreError as exc:
+        raise RunError(str(exc)) from None
+
+
+def score_speed(record_score: ScoreRow | None) -> str:
+    """The speedup of a session line: n/c where its timings say nothing about a GPU."""
+    if record_score is None:
+        return "-"
+    score = record_score.score
+    comparable = score.timing_comparable if score.timing_comparable is not None else record_score.backend != "cpu"
+    note = timing_note(record_score.backend)
+    if score.speedup is not None:
+        return speedup_text(score.speedup, comparable, note)
+    if score.speedup_visible is not None:
+        return f"({speedup_text(score.speedup_visible, comparable, note)} visible)"
+    return "-"
+
+
 def session_line(record: SessionRecord) -> str:
     s, u = record.session, record.usage
     score = record.score.score if record.score else None
     verdict = score.verdict if score else (s.end_reason or s.state)
-    speed = "-"
-    if score is not None and score.speedup is not None:
-        speed = f"{score.speedup:.2f}x"
-    elif score is not None and score.speedup_visible is not None:
-        speed = f"({score.speedup_visible:.2f}x visible)"
+    speed = score_speed(record.score)
     tokens = u.input_tokens + u.output_tokens
     cost = "-" if u.cost_usd is None else f"${u.cost_usd:.2f}"
     ended = "" if s.end_reason in (None, "finished") else f" [ended: {s.end_reason}]"
@@ -317,6 +335,9 @@ def _run_matrix(config: RunConfig, agent: Agent, sandbox: Sandbox, run_dir: Path
     store.add_pending(specs)
     states = {s.id: s.state for s in store.sessions()}
     todo = [s for s in specs if states.get(s.id) != "done"]
+    if todo and run.finished_at is not None:  # a resumed run is unfinished again until its sessions end
+        run = run.model_copy(update={"finished_at": None})
+        store.put_run(run)
     print(f"run {run.id} in {run_dir}: {config.agent}/{config.model or 'default'}, {len(tasks)} task(s) x "
           f"{config.repeats} repeat(s) on {backend} ({run.device}); sandbox: {sandbox.mode}", file=stream)
     if skipped:
@@ -355,7 +376,8 @@ def _run_matrix(config: RunConfig, agent: Agent, sandbox: Sandbox, run_dir: Path
         return 130
     pool.shutdown(wait=True)
     progress.close()
-    store.finish_run(run.id, now())
+    if run.finished_at is None:  # a resume with nothing left to run keeps the time it finished
+        store.finish_run(run.id, now())
     print("\n" + leaderboard(run_dir), file=stream)
     print(f"\nresults in {run_dir}/ (full report: crucible report {run_dir})", file=stream)
     return _exit_code(store)
@@ -379,7 +401,7 @@ def rescore(run_dir: Path, *, stream: TextIO | None = None) -> int:
     stream = stream or sys.stdout
     if not (run_dir / STORE_FILE).is_file():
         raise RunError(f"no {STORE_FILE} in {run_dir}: pass a `crucible run` folder")
-    store = Store(run_dir / STORE_FILE)
+    store = open_store(run_dir)
     scoring = ScoringPools()
     try:
         run = store.run()
@@ -402,9 +424,11 @@ def rescore(run_dir: Path, *, stream: TextIO | None = None) -> int:
                 data["score"] = row.model_dump(mode="json")
                 result.write_text(json.dumps(data, indent=2))
             sc = row.score
-            speed = "" if sc.speedup is None else f" {sc.speedup:.2f}x"
-            print(f"[{n}/{len(done)}] {s.task} r{s.repeat}: {sc.verdict}{speed} — {sc.message[:120]}",
-                  file=stream, flush=True)
+            speed = "" if sc.speedup is None else f" {score_speed(row)}"
+            # the whole message, indented on its own lines: it says why, and its end is often the point
+            message = "\n".join(f"    {line}" for line in sc.message.splitlines())
+            print(f"[{n}/{len(done)}] {s.task} r{s.repeat}: {sc.verdict}{speed}\n{message}", file=stream,
+                  flush=True)
         print("\n" + leaderboard(run_dir), file=stream)
         return _exit_code(store)
     finally:

@@ -62,7 +62,8 @@ def score_session(task: Task, submission: Path | None, backend: Backend, *, expe
     a judge and runners that no session's candidate has touched (`pool`: scoring's own, started ahead)."""
     if submission is None:
         return Score(verdict="no_submission", message="the agent never submitted",
-                     evaluator_version=EVALUATOR_VERSION), None
+                     evaluator_version=EVALUATOR_VERSION, hidden_configs=len(task.configs("hidden")),
+                     hidden_checked=0), None
     try:
         snapshot = take_snapshot(task, submission, store=snapshots)
     except WorkspaceError as exc:
@@ -109,7 +110,11 @@ def is_no_op(task: Task, submission: Path) -> bool:
 def score_evaluation(task: Task, ev: Evaluation, flags: list[str] | None = None) -> Score:
     """The verdict of one final Evaluation (a pure function of it, so every branch is testable)."""
     flags = list(flags or [])
-    base = {"submission_hash": ev.snapshot, "evaluator_version": ev.evaluator_version, "flags": flags}
+    visible_names = {c.name for c in task.configs("visible")}
+    hidden = [c for c in ev.configs if c.config not in visible_names]
+    base = {"submission_hash": ev.snapshot, "evaluator_version": ev.evaluator_version, "flags": flags,
+            "timing_comparable": ev.timing_comparable, "hidden_configs": len(task.configs("hidden")),
+            "hidden_checked": sum(c.status != "skipped" for c in hidden)}
     if ev.status in INFRA_STATUSES:
         return Score(verdict="infra_error", message=f"the evaluation could not run ({ev.status}): {ev.message}",
                      compiled=ev.status != "compile_error", **base)
@@ -128,9 +133,7 @@ def score_evaluation(task: Task, ev: Evaluation, flags: list[str] | None = None)
         defences = sorted({f.defence for f in caught})
         return Score(verdict="flagged", message=f"caught by {', '.join(defences)}: {caught[0].flag()}",
                      compiled=True, **base)
-    visible_names = {c.name for c in task.configs("visible")}
     visible = [c for c in ev.configs if c.config in visible_names]
-    hidden = [c for c in ev.configs if c.config not in visible_names]
     if ev.status in CANDIDATE_FAILURES and not ev.configs:
         # Died before any config reported (a crash on import, an exit): nothing is known to be right.
         return Score(verdict="incorrect", message=f"{ev.status}: {ev.message}", compiled=True, correct=False,

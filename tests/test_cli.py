@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
+from crucible.harness import render
 from crucible.harness.cli import main
+from crucible.toolkit.evaluation import EvalRequest
+from crucible.toolkit.results import ConfigResult, Evaluation
 from crucible.toolkit.task import discover_tasks, find_task
+from crucible.toolkit.toolchains import BuildResult, BuildTarget, KernelResources
 from crucible.toolkit.workspace import materialize
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -95,9 +101,12 @@ def test_tool_compile_reports_the_cuda_kernels_resources_without_a_gpu(tmp_path:
     build = json.loads(capsys.readouterr().out)
     assert build["ok"] and build["target"]["arch"] == "sm_90"
     assert build["kernels"] and all(k["registers"] for k in build["kernels"])
-    # and `test` says plainly that running it needs a GPU
-    assert main(["tool", "test", "--task", task.id, "--workspace", str(ws)]) == 0
-    assert "needs a GPU" in capsys.readouterr().out
+    # and `test`, `bench` and `profile` say plainly that running it needs a GPU, with the exit code for
+    # "nothing could run here", neither the kernel's failure nor bad input
+    for tool in ("test", "bench", "profile"):
+        assert main(["tool", tool, "--task", task.id, "--workspace", str(ws)]) == 3, tool
+        out = capsys.readouterr().out
+        assert "NOT_RUN" in out and "needs a GPU" in out and "too large" not in out, tool
 
 
 def test_tool_compile_gives_file_and_line_of_a_cuda_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -131,10 +140,64 @@ def test_tool_profile_prints_timing_kernels_and_what_does_not_apply_on_the_cpu(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     task = find_task("triton2triton/softmax")
     ws = workspace_with(task.id, task.file(task.spec.solution), tmp_path)
-    code = main(["tool", "profile", "--task", task.id, "--workspace", str(ws), "--config", "small_fp32"])
+    code = main(["tool", "profile", "--task", task.id, "--workspace", str(ws)])  # the largest config that runs here
     out = capsys.readouterr().out
     assert code == 0, out
+    assert "config small_fp32: OK" in out
     assert "speedup" in out and "registers" in out and "note: cpu backend" in out
+
+
+def test_tool_profile_of_a_config_too_large_for_the_cpu_says_so_and_names_those_that_run(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    task = find_task("triton2triton/softmax")
+    ws = workspace_with(task.id, task.file(task.spec.solution), tmp_path)
+    code = main(["tool", "profile", "--task", task.id, "--workspace", str(ws), "--config", "fp16_2048x32000"])
+    out = capsys.readouterr().out
+    assert code == 3, out
+    assert "too large for the CPU interpreter" in out and "Configs that run here: small_fp32" in out
+
+
+@pytest.mark.parametrize("timeout", ["-5", "nan", "inf", "1e308", "0", "3601"])
+def test_a_timeout_that_is_not_a_time_limit_is_bad_input(timeout: str, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["tool", "test", "--task", "triton2triton/softmax", "--workspace", str(tmp_path), "--timeout", timeout])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert f"--timeout: {timeout} seconds is not a time limit" in err and "at most 3600" in err
+
+
+@pytest.mark.parametrize("timeout", [-5.0, math.nan, math.inf, 1e308, 0.0])
+def test_an_eval_request_refuses_a_timeout_that_is_not_a_time_limit(timeout: float) -> None:
+    with pytest.raises(ValidationError):
+        EvalRequest(timeout_s=timeout)
+    assert EvalRequest(timeout_s=12.5).timeout_s == 12.5
+
+
+def test_tool_test_text_names_each_skipped_config_with_its_reason() -> None:
+    reason = "too large for the CPU interpreter (> 262,144 output elements); runs on a GPU"
+    ev = Evaluation(task="t/x", snapshot="0" * 64, backend="cpu", status="ok", message="correct on all 1 configs",
+                    configs=[ConfigResult(config="small", status="pass"),
+                             ConfigResult(config="big_one", status="skipped", message=reason)])
+    text = render.evaluation_text(ev)
+    assert f"  big_one: {reason}" in text and "small:" not in text
+
+
+def test_kernel_names_are_shown_whole() -> None:
+    name = "rmsnorm_kernel(" + ", ".join(["__nv_bfloat16 const*"] * 12) + ")"
+    build = BuildResult(ok=True, language="cuda", target=BuildTarget(backend="cpu", arch="sm_90"),
+                        kernels=[KernelResources(name=name, registers=16, shared_bytes=1024)])
+    assert name in render.build_text(build)
+
+
+def test_the_help_lists_every_tool_and_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "compile, test, bench, profile" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["tool", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "{compile,test,bench,profile}" in out and "3 nothing could run on this machine" in out
 
 
 def test_calibrate_without_a_gpu_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:

@@ -33,8 +33,25 @@ def test_two_holders_of_one_gpu_never_overlap() -> None:
 
 
 def test_different_gpus_and_the_cpu_do_not_wait_for_each_other() -> None:
-    with gpu_lease("cuda", 0), gpu_lease("cuda", 1), gpu_lease("cpu", None):
-        pass
+    got: list[str] = []
+    give_up = threading.Event()  # a waiter that would block gives up, and says so, instead of hanging the test
+
+    def take(backend: str, gpu: int | None) -> None:
+        try:
+            with gpu_lease(backend, gpu, give_up):
+                got.append(f"{backend}{gpu}")
+        except LeaseCancelled:
+            got.append(f"{backend}{gpu} waited")
+
+    with gpu_lease("cuda", 0):  # held here while the others are taken from other threads
+        threads = [threading.Thread(target=take, args=a) for a in (("cuda", 1), ("cpu", None), ("cuda", 0))]
+        for t in threads:
+            t.start()
+        threads[0].join(5)
+        threads[1].join(5)
+        give_up.set()
+        threads[2].join(5)
+    assert sorted(got) == ["cpuNone", "cuda0 waited", "cuda1"]
 
 
 def test_a_cancelled_waiter_gives_up() -> None:

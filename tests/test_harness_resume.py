@@ -95,5 +95,16 @@ def test_resume_refuses_a_changed_config_and_says_how_to_resume(tmp_path: Path, 
     assert "--agent scripted --model baseline" in err
     assert main(["run", "--model", "baseline", "--out", str(out)]) == 2  # an existing run needs --resume
     assert "--resume" in capsys.readouterr().err
+    finished_at = finished(out)
+    assert finished_at is not None
     assert main(["run", "--model", "baseline", "--out", str(out), "--resume"]) == 0  # all done: nothing reruns
     assert "resuming: 1 session(s) done and kept, 0 to run" in capsys.readouterr().out
+    assert finished(out) == finished_at  # the run ended when its last session did, not when it was looked at
+
+
+def finished(out: Path) -> str | None:
+    store = Store(out / STORE_FILE, read_only=True)
+    run = store.run()
+    store.close()
+    assert run is not None
+    return run.finished_at

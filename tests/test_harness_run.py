@@ -82,6 +82,18 @@ def test_the_expert_solution_passes_visible_and_hidden_with_a_speedup(runs: dict
     assert f"{TASK} r1 scripted/solution: pass" in output and "scripted/solution" in output.split("\n\n")[-2]
 
 
+def test_a_cpu_runs_session_lines_and_leaderboard_show_speedups_as_not_comparable(runs: dict) -> None:
+    _, run_dir, output = runs["solution"]
+    store, sid = only_session(run_dir)
+    score = store.score(sid)
+    assert score is not None and score.score.timing_comparable is False
+    assert score.score.hidden_configs == 2 and score.score.hidden_checked == 1  # `big` is too large for the CPU
+    assert f"{TASK} r1 scripted/solution: pass n/c (CPU interpreter) |" in output
+    leaderboard = output.split("\n\n")[-2]
+    assert "n/c (CPU interpreter) [1 pass]" in leaderboard and "1 of 2 hidden configs checked" in leaderboard
+    assert "timings not comparable (CPU interpreter)" in leaderboard
+
+
 def test_the_baseline_passes_and_is_flagged_as_a_no_op(runs: dict) -> None:
     code, run_dir, output = runs["baseline"]
     store, sid = only_session(run_dir)
@@ -159,6 +171,7 @@ def test_crucible_score_rescores_a_run_from_its_stored_submissions(runs: dict, m
     after = store.score(sid)
     assert before is not None and after is not None
     assert after.score.verdict == "incorrect" and after.scored_at > before.scored_at
+    assert all(f"    {line}" in stream.getvalue() for line in after.score.message.splitlines())  # whole, not cut
     assert store.counts()["scores"] == 1
     assert json.loads((run_dir / "sessions" / sid / "result.json").read_text())["score"]["scored_at"] == after.scored_at
 

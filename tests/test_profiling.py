@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from crucible.toolkit.hardware import Ceilings, ceilings_for, measured_ceilings_path
-from crucible.toolkit.profiling import profile, roofline
+from crucible.toolkit.profiling import cannot_run, profile, roofline, runnable_configs
 from crucible.toolkit.results import DeviceInfo
-from crucible.toolkit.task import load_task
+from crucible.toolkit.task import find_task, load_task
 from crucible.toolkit.workspace import materialize, take_snapshot
 
 FIXTURE = Path(__file__).parent / "fixtures/tasks/triton2triton/vadd"
@@ -101,3 +101,20 @@ def test_past_the_measured_ceiling_is_no_physics_flag_past_the_datasheet_is(monk
     ev = Evaluation(task=task.id, snapshot="s", backend="cuda", status="ok", message="", timing_comparable=True,
                     configs=[fast, impossible])
     assert physics_flags(ev) == [f"peak_fraction>1: {config} 1.25 of the datasheet peak"]
+
+
+def test_the_default_profile_config_is_the_largest_that_runs_on_this_backend() -> None:
+    softmax = find_task("triton2triton/softmax")
+    assert [c.name for c in runnable_configs(softmax, "cpu")] == ["small_fp32"]  # the others: too large
+    on_gpu = runnable_configs(softmax, "cuda")
+    assert {c.name for c in on_gpu} == {c.name for c in softmax.spec.configs} and on_gpu[-1].name != "small_fp32"
+
+
+def test_a_config_that_cannot_run_here_is_said_so_with_the_real_reason() -> None:
+    rmsnorm, softmax = find_task("cuda2cuda/rmsnorm"), find_task("triton2triton/softmax")
+    assert runnable_configs(rmsnorm, "cpu") == []
+    needs_gpu = cannot_run(rmsnorm, "cpu", rmsnorm.spec.configs[0].name, [], asked=False)
+    assert "needs a GPU" in needs_gpu and "too large" not in needs_gpu
+    too_large = cannot_run(softmax, "cpu", "fp16_2048x32000", runnable_configs(softmax, "cpu"), asked=True)
+    assert "too large for the CPU interpreter" in too_large and "Configs that run here: small_fp32" in too_large
+    assert cannot_run(softmax, "cpu", "small_fp32", runnable_configs(softmax, "cpu"), asked=True) == ""

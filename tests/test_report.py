@@ -70,13 +70,13 @@ SESSIONS: list[Row] = [
 ]
 
 
-def write_store(run_dir: Path, sessions: list[Row] = SESSIONS) -> Path:
+def write_store(run_dir: Path, sessions: list[Row] = SESSIONS, backend: str = "cuda") -> Path:
     """store.db written through the store's own writers, as a run leaves it."""
     store = Store(run_dir / STORE_FILE)
     store.put_run(RunRow(id=RUN_ID, config=RunConfig().model_dump(mode="json"), config_digest=RunConfig().digest(),
                          argv=["crucible", "run"], crucible_version="0.1.0", evaluator_version="1",
                          evaluator_digest="abc", python="3.11", torch="2.9", triton="3.6", device="NVIDIA H200",
-                         backend="cuda", sandbox="bwrap", started_at=AT))
+                         backend=backend, sandbox="bwrap", started_at=AT))
     specs = [SessionSpec(run_id=RUN_ID, task=task, agent=agent, model=model, repeat=repeat)  # type: ignore[arg-type]
              for (agent, model), task, repeat, *_ in sessions]
     store.add_pending(specs)
@@ -87,7 +87,7 @@ def write_store(run_dir: Path, sessions: list[Row] = SESSIONS) -> Path:
             row = SessionRow.pending(spec).ended(SessionEnd(reason=reason), state, AT)  # type: ignore[arg-type]
             store.finish_session(SessionRecord(
                 session=row, tool_calls=[], submissions=[], usage=used or Usage(),
-                score=ScoreRow(session_id=spec.id, score=score, backend="cuda", scored_at=AT) if score else None))
+                score=ScoreRow(session_id=spec.id, score=score, backend=backend, scored_at=AT) if score else None))
     store.close()
     return run_dir
 
@@ -271,3 +271,44 @@ def test_only_speedups_above_10x_go_to_audit_every_other_flag_is_an_integrity_fl
     assert not is_integrity_flag(speed) and is_integrity_flag(peak)
     assert is_integrity_flag(IntegrityFinding(defence="stale_results", config="c", evidence="e").flag())
     assert is_integrity_flag("tripwire:identity_cache kernel.py:3: x (why)")
+
+
+def on_cpu(speedup: float, checked: int) -> Score:
+    """A pass scored on the cpu backend: interpreter timings, and `checked` of 8 hidden configs small enough."""
+    return passed(speedup).model_copy(update={"timing_comparable": False, "hidden_configs": 8,
+                                              "hidden_checked": checked})
+
+
+CPU_SESSIONS: list[Row] = [
+    (A, SOFTMAX, 0, "done", "finished", on_cpu(0.19, 3), usage(None, "none")),
+    (A, RMSNORM, 0, "done", "finished", on_cpu(0.03, 2), usage(None, "none")),
+]
+
+
+def test_a_cpu_run_shows_speedups_as_not_comparable_in_every_text_and_counts_the_hidden_configs_checked(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = write_store(tmp_path / "cpu", CPU_SESSIONS, backend="cpu")
+    report = report_for(run)
+    assert report.timing_comparable is False and report.timing_note == "CPU interpreter"
+    texts = {"leaderboard": leaderboard_text(run), "report": report_text(report)}
+    assert main(["report", str(run), "--html", str(tmp_path / "page.html")]) == 0
+    texts["html"] = (tmp_path / "page.html").read_text()
+    capsys.readouterr()
+    for name, text in texts.items():
+        assert "n/c (CPU interpreter)" in text, name
+        assert "5 of 16 hidden configs checked" in text, name
+        assert "0.08x" not in text and "0.19x" not in text and "0.03x" not in text, name  # no figure shown as a GPU's
+    assert "<svg" not in texts["html"]  # no speedup plots of interpreter timings
+    # The JSON keeps every figure, and says they are not comparable.
+    assert main(["report", str(run), "--json"]) == 0
+    data = Report.model_validate_json(capsys.readouterr().out)
+    a = entrant(data, A).overall
+    assert a.timing_comparable is False and a.speedup.mean == pytest.approx(math.sqrt(0.19 * 0.03))
+    assert (a.hidden_configs, a.hidden_checked) == (16, 5)
+    assert [p.timing_comparable for p in data.points] == [False, False]
+
+
+def test_a_gpu_run_shows_speedups_and_no_count_of_hidden_configs(report: Report) -> None:
+    text = report_text(report)
+    assert report.timing_comparable is True and "n/c" not in text and "hidden configs checked" not in text
+    assert f"{(2.0 * 3.0 * 1.6) ** (1 / 3):.2f}x" in text  # claude-code/opus on softmax, over its repeats

@@ -70,7 +70,3 @@ def describe(check: OutputCheck) -> str:
     if check.unwritten:
         parts.append(f"{check.unwritten:,} elements never written (still the NaN poison)")
     return "; ".join(parts)
-
-
-def same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()

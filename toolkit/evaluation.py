@@ -31,7 +31,7 @@ from .hardware import datasheet_for, peak_fraction
 from .integrity import finding as integrity_finding
 from .protocol import CompileJob, EvalJob, KernelSpec
 from .results import ConfigResult, DeviceInfo, Evaluation, KernelTime, Status
-from .task import Config, Task, output_shape
+from .task import MAX_TIMEOUT_S, Config, Task, output_shape
 from .toolchains import BuildResult, BuildTarget, Diagnostic, KernelResources, get_toolchain
 from .worker import WorkerLimits, WorkerOutcome, WorkerPool, run_job
 from .workspace import Snapshot, cache_root
@@ -51,7 +51,7 @@ class EvalRequest(BaseModel):
     """torch2X tasks: also time `torch.compile` of the reference (slow to compile)."""
     backend: Literal["auto", "cpu", "cuda", "rocm"] = "auto"
     gpu: int | None = None
-    timeout_s: float | None = None
+    timeout_s: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)
     """Override the task's worker time limit."""
     integrity: Literal["full", "checks", "off"] | None = None
     """The runtime defences (toolkit/integrity.py). `checks`: the float64 oracle, determinism, fresh values

@@ -5,7 +5,9 @@
         the candidate under the PyTorch profiler to list its kernels -> roofline from the task's formulas and
         the device's ceilings -> optional Nsight Compute metrics (slow; only when asked and `ncu` exists)
 
-What does not apply on a backend (kernel times and counters on the CPU) is said in `notes`.
+What does not apply on a backend (kernel times and counters on the CPU) is said in `notes`. Without a
+`config`, the largest visible config that can run on this backend is profiled (on the CPU, the largest the
+interpreter takes); when none can, the profile is `not_run` and says why (needs a GPU, or too large).
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ from typing import Literal
 
 from pydantic import Field
 
-from .evaluation import EvalRequest, output_elements
+from .evaluation import CPU_MAX_ELEMENTS, EvalRequest, output_elements
 from .results import ConfigResult, DeviceInfo, KernelTime, Model
-from .task import Task
+from .task import Config, Task
+from .toolchains import get_toolchain
 from .worker import WorkerPool
 from .workspace import Snapshot
 
@@ -93,8 +96,11 @@ def profile(task: Task, snapshot: Snapshot, config: str | None = None, *, ncu: b
 
     started = time.perf_counter()
     backend_ = resolve_backend(backend)
-    name = config or max(task.spec.configs, key=lambda c: output_elements(task, c)).name
-    task.config(name)  # raises KeyError naming the known configs
+    if config is not None:
+        task.config(config)  # raises KeyError naming the known configs
+    runnable = runnable_configs(task, backend_)
+    largest = max(task.spec.configs, key=lambda c: output_elements(task, c)).name
+    name = config or (runnable[-1].name if runnable else largest)
     base = {"task": task.id, "snapshot": snapshot.digest, "backend": backend_, "config": name}
     notes: list[str] = []
     build = compile_snapshot(task, snapshot, backend_, cancel=cancel, pool=pool)
@@ -102,6 +108,10 @@ def profile(task: Task, snapshot: Snapshot, config: str | None = None, *, ncu: b
     if not build.ok:
         return Profile(**base, status="compile_error", message=compile_error_message(build),
                        resources=resources, seconds=time.perf_counter() - started)
+    why = cannot_run(task, backend_, name, runnable, asked=config is not None)
+    if why:
+        return Profile(**base, status="not_run", message=why, resources=resources,
+                       seconds=time.perf_counter() - started)
     request = EvalRequest(configs=[name], timing="careful", compiled_baseline=task.spec.is_torch_task,
                           backend=backend_, seeds=1)  # type: ignore[arg-type]
     evaluation = evaluate(task, snapshot, request, on_progress=on_progress, cancel=cancel,
@@ -134,6 +144,30 @@ def profile(task: Task, snapshot: Snapshot, config: str | None = None, *, ncu: b
                    kernel_total_us=sum(k.total_us for k in kernels) if kernels else None, resources=resources,
                    roofline=roof, ncu=ncu_metrics, notes=notes, device=evaluation.device,
                    seconds=time.perf_counter() - started)
+
+
+def runnable_configs(task: Task, backend: str) -> list[Config]:
+    """The visible configs that can run on `backend`, smallest first: on the CPU, only Triton kernels
+    run (in the interpreter), on configs small enough for it (as evaluation.evaluate skips the rest)."""
+    configs = sorted(task.spec.configs, key=lambda c: output_elements(task, c))
+    if backend != "cpu":
+        return configs
+    if not get_toolchain(task.spec.language).runs_on_cpu:
+        return []
+    return [c for c in configs if output_elements(task, c) <= CPU_MAX_ELEMENTS]
+
+
+def cannot_run(task: Task, backend: str, name: str, runnable: list[Config], asked: bool) -> str:
+    """Why config `name` cannot be profiled on this backend; empty when it can."""
+    if any(c.name == name for c in runnable):
+        return ""
+    if not get_toolchain(task.spec.language).runs_on_cpu:
+        return (f"the {task.spec.language.upper()} kernel compiled (its resources are below), but running it "
+                "needs a GPU, and this machine has none: the cpu backend runs Triton kernels only")
+    limit = f"too large for the CPU interpreter (more than {CPU_MAX_ELEMENTS:,} output elements); it runs on a GPU"
+    if asked and runnable:
+        return f"config {name} is {limit}. Configs that run here: {', '.join(c.name for c in runnable)}"
+    return f"every visible config is {limit}" if not asked else f"config {name} is {limit}"
 
 
 PROFILE_REPS = 5

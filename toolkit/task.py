@@ -25,13 +25,12 @@ import ast
 import operator
 import tomllib
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 Category = Literal["triton2triton", "cuda2cuda", "hip2hip", "torch2triton", "torch2cuda", "torch2hip"]
 Language = Literal["triton", "cuda", "hip"]
-DType = Literal["float32", "float16", "bfloat16", "float64", "int32", "int64", "int8", "uint8", "bool"]
 ParamType = Literal["int32", "int64", "float32", "float64"]
 
 CATEGORY_LANGUAGE: dict[str, str] = {
@@ -172,8 +171,12 @@ class Metrics(Frozen):
     """Compulsory bytes moved (each input read once, each output written once); may use `itemsize`."""
 
 
+MAX_TIMEOUT_S = 3600.0
+"""The longest a worker may be given: past an hour a hung kernel holds its GPU's lease for nothing."""
+
+
 class Limits(Frozen):
-    timeout_s: float = Field(default=300, gt=0)
+    timeout_s: float = Field(default=300, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)
     """Wall-clock limit for one evaluation worker (build excluded)."""
     memory_mb: int = Field(default=16384, gt=0)
     """Host memory limit of the worker."""
@@ -510,5 +513,3 @@ def find_task(task_id: str, root: Path | None = None) -> Task:
         raise KeyError(f"no task {task_id!r} under {root}; known tasks: {known}")
     return load_task(folder)
 
-
-TaskRef = Annotated[str, Field(description="a task id, `<category>/<slug>`")]

@@ -33,6 +33,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .jobs import JOBS, TRUSTED_JOBS
+from .leftovers import mark_owner
 from .sandbox import RunCgroup, SandboxCaps, describe, launch_prefix, probe
 
 Status = Literal["ok", "error", "crash", "timeout", "exit", "oom", "cancelled", "infra"]
@@ -316,6 +317,7 @@ def start_worker(*, limits: WorkerLimits, backend: Backend, gpu: int | None = No
     started = time.monotonic()
     scratch = Path(scratch).resolve()
     scratch.mkdir(parents=True, exist_ok=True)
+    mark_owner(scratch)  # a later start removes it if this process dies without doing so (leftovers.py)
     caps = probe()
     cgroup = None if trusted else RunCgroup.create(caps, memory_mb=None if backend == "cpu" else limits.memory_mb,
                                                    max_processes=limits.max_processes)
