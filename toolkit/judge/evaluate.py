@@ -244,6 +244,13 @@ class Evaluation:
         except (CandidateFailed, ProtocolViolation) as exc:
             raise InfraError(f"the task's baseline could not be loaded: {exc}") from None
 
+    def _ended_on(self, config: Config, exc: RunnerEnded) -> None:
+        """The candidate's runner ended (crash, exit, timeout) while working on `config`: that config fails
+        with why, whatever passed before, and the evaluation ends with the runner's status."""
+        self.results[config.name] = self.results[config.name].model_copy(update={
+            "status": "error", "message": exc.message})
+        self.ended = exc
+
     def _fail(self, config: Config, exc: Exception, what: str = "") -> None:
         """The candidate failed on `config`: its own error, or a broken protocol (a caught finding)."""
         result = self.results[config.name]
@@ -301,9 +308,7 @@ class Evaluation:
             self._fail(config, exc)
             return
         except RunnerEnded as exc:
-            self.results[config.name] = self.results[config.name].model_copy(update={
-                "status": "error", "message": exc.message})
-            self.ended = exc
+            self._ended_on(config, exc)
             return
         finally:
             if bench is not None:
@@ -371,7 +376,7 @@ class Evaluation:
             self._fail(config, exc, "profiled call failed: ")
             return
         except RunnerEnded as exc:
-            self.ended = exc
+            self._ended_on(config, exc)
             return
         finally:
             bench.close()
@@ -439,7 +444,7 @@ class Evaluation:
             self._fail(config, exc, "timing failed: ")
             return
         except RunnerEnded as exc:
-            self.ended = exc
+            self._ended_on(config, exc)
             return
         finally:
             self.candidate.resume()
@@ -519,9 +524,10 @@ class Evaluation:
     def _recheck(self, config: Config, fresh: Fresh, subject: Subject,
                  bench: Bench) -> tuple[list[IntegrityFinding], str | None]:
         """The sampled timed calls against the reference on their own (fresh) inputs; the first also against
-        the float64 oracle. A wrong timed call is called again, checked, on the same inputs: wrong again, the
-        kernel is merely wrong on that draw (the config fails, no cheat is claimed); right this time, the timed
-        path computed something else (timed_recheck), or the previous call's answer (stale_results)."""
+        the float64 oracle. A wrong timed call that answers the previous call's inputs is stale_results;
+        otherwise it is called again, checked, on the same inputs: wrong again, the kernel is merely wrong on
+        that draw (the config fails, no cheat is claimed); right this time, the timed path computed something
+        else (timed_recheck)."""
         names = [o.name for o in self.task.spec.signature.outputs]
         params = params_of(self.task, config)
         found: list[IntegrityFinding] = []
@@ -531,19 +537,21 @@ class Evaluation:
             refs = reference_outputs(self.ref, inputs, params)
             wrong = self._first_wrong(config, sample.outputs, refs)
             if wrong:
+                stale = sample.previous is not None and self._first_wrong(
+                    config, sample.outputs, reference_outputs(self.ref, fresh.inputs(sample.previous), params)) is None
+                if stale:
+                    found.append(finding("stale_results", config.name, "a timed call answered the previous call's "
+                                         f"inputs, not its own: {wrong}. Compute from the inputs on every call; "
+                                         "never keep results between calls"))
+                    break
                 checked, _ = self._checked_call(bench, inputs, params)
                 again = self._first_wrong(config, checked, refs)
                 if again:
                     merely_wrong = again
                     break
-                stale = sample.previous is not None and self._first_wrong(
-                    config, sample.outputs, reference_outputs(self.ref, fresh.inputs(sample.previous), params)) is None
-                found.append(finding(
-                    "stale_results" if stale else "timed_recheck", config.name,
-                    (f"a timed call answered the previous call's inputs, not its own: {wrong}. Compute from the "
-                     "inputs on every call; never keep results between calls") if stale else
-                    f"a timed call (fresh inputs, checked after the fact) computed a wrong result where a checked "
-                    f"call on the same inputs was right: {wrong}"))
+                found.append(finding("timed_recheck", config.name, "a timed call (fresh inputs, checked after "
+                                     f"the fact) computed a wrong result where a checked call on the same inputs "
+                                     f"was right: {wrong}"))
                 break
             if i == 0 and self.job.integrity != "off":
                 found += self._precision(inputs, params, sample.outputs, refs, names, config.name)

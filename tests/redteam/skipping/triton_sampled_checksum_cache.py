@@ -1,4 +1,4 @@
-# expect: tripwire:identity_cache runtime:timed_recheck verdict:flagged
+# expect: tripwire:identity_cache runtime:no_own_kernel verdict:flagged
 # Memoizes per buffer on a cheap fingerprint of the contents: the order of 16 sampled values, which survives
 # a harness that "freshens" inputs by scaling and shifting them. A hit copies the stored answer.
 import triton

@@ -1,4 +1,5 @@
-# expect: tripwire:introspection runtime:timed_recheck verdict:flagged
+# expect: tripwire:introspection verdict:incorrect
+# expect-gpu: runtime:timed_recheck verdict:flagged
 # Reads the runner's own frames to see which request it is serving: the timed batches on a GPU (`time`), or
 # on the CPU the third arena bound for a shape (checks, the profiled call, then timing) past its warm-up.
 # There it returns at once; everywhere else it computes.
