@@ -29,7 +29,7 @@ from e2e.fake_openai import FakeOpenAI
 
 from crucible.harness.clients import TOOL_NAMES, SessionUsage, claude, codex, model_price
 
-pytestmark = pytest.mark.timeout(150)
+pytestmark = [pytest.mark.timeout(150), pytest.mark.slow]
 
 CLAUDE = find_cli("claude")
 CODEX = find_cli("codex")

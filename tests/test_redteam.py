@@ -185,6 +185,7 @@ def cases(cheats: list[Path]) -> list:
             if cheat_id(p) in KNOWN_HOLES else pytest.param(p, id=cheat_id(p)) for p in cheats]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cheat", cases([p for p in CHEATS if p.suffix == ".py"]))
 def test_each_triton_cheat_is_caught_on_the_cpu(cheat: Path, tmp_path: Path) -> None:
     assert_caught(cheat, *score_cheat(cheat, "cpu", tmp_path))
@@ -207,6 +208,7 @@ def _secrets(task: Task) -> list[str]:
     return lines
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (the CUDA toolkit)")
 @pytest.mark.parametrize("cheat", [p for p in CHEATS if p.suffix == ".cu"], ids=cheat_id)
 def test_each_cuda_cheat_builds_only_from_its_snapshot(cheat: Path, tmp_path: Path) -> None:
