@@ -133,7 +133,7 @@ def restrict_filesystem(writable: list[str], readable: list[str] | None = None) 
 
 RLIMITS = {"AS": resource.RLIMIT_AS, "DATA": resource.RLIMIT_DATA, "CPU": resource.RLIMIT_CPU,
            "NPROC": resource.RLIMIT_NPROC, "CORE": resource.RLIMIT_CORE, "FSIZE": resource.RLIMIT_FSIZE}
-"""The resource limits a job may ask for, by the name after RLIMIT_ (worker_main.RLIMITS holds the same)."""
+"""The resource limits a job may ask for, by the name after RLIMIT_."""
 
 
 def apply_rlimits(rlimits: dict[str, Any]) -> dict[str, str]:

@@ -34,15 +34,10 @@ from collections.abc import Callable
 from typing import Any
 
 from .jobs import LANDLOCK_IN_CHILD
-from .sandbox import restrict_filesystem
+from .sandbox import apply_rlimits, restrict_filesystem
 
 EXIT_ERROR, EXIT_INFRA, EXIT_SYSTEM_EXIT, EXIT_OOM = 3, 4, 5, 6
 TRACEBACK_CHARS = 3000
-RLIMITS = {"AS": resource.RLIMIT_AS, "DATA": resource.RLIMIT_DATA, "CPU": resource.RLIMIT_CPU,
-           "NPROC": resource.RLIMIT_NPROC, "CORE": resource.RLIMIT_CORE,
-           "FSIZE": resource.RLIMIT_FSIZE}
-
-
 class Channel:
     """The write end of the result pipe; thread-safe, whole messages only."""
 
@@ -144,15 +139,6 @@ def _supervise(channel: Channel) -> None:
     os._exit(code)
 
 
-def _apply_rlimits(rlimits: dict[str, Any]) -> dict[str, str]:
-    applied = {}
-    for name, value in rlimits.items():
-        soft, hard = value if isinstance(value, list) else (value, value)
-        resource.setrlimit(RLIMITS[name], (soft, hard))
-        applied[name] = f"{soft}" if soft == hard else f"{soft} (hard {hard})"
-    return {"rlimits": ", ".join(f"RLIMIT_{k} {v}" for k, v in applied.items())} if applied else {}
-
-
 def _is_oom(exc: BaseException) -> bool:
     if isinstance(exc, MemoryError):
         return True
@@ -167,7 +153,7 @@ def _load(target: str) -> Callable[[dict[str, Any], Callable[[dict[str, Any]], N
 
 
 def _run(channel: Channel, job: dict[str, Any]) -> None:
-    isolation = _apply_rlimits(job.get("rlimits") or {})
+    isolation = apply_rlimits(job.get("rlimits") or {})
     landlock = job.get("landlock")
     if landlock and job["kind"] in LANDLOCK_IN_CHILD:
         job["payload"]["landlock_writable"] = landlock["writable"]
