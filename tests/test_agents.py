@@ -61,6 +61,7 @@ def config_files(home: Path) -> str:
 
 # ------------------------------------------------------------------------------------------- Claude Code
 
+@pytest.mark.slow
 @needs_claude
 def test_claude_code_calls_every_tool_and_reports_its_own_tokens_and_cost(tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
@@ -99,6 +100,7 @@ def test_claude_code_without_its_mcp_server_ends_as_infra_error(tmp_path: Path, 
 
 # ------------------------------------------------------------------------------------------------ Codex
 
+@pytest.mark.slow
 @needs_codex
 def test_codex_calls_every_tool_and_is_priced_from_the_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     agent = get_agent("codex")

@@ -39,6 +39,7 @@ def states(db: Path) -> list[str]:
         conn.close()
 
 
+@pytest.mark.slow
 def test_a_run_killed_mid_session_resumes_without_rerunning_or_losing_rows(tmp_path: Path) -> None:
     out = tmp_path / "run"
     proc = run_cli(out)

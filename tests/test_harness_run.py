@@ -22,6 +22,7 @@ from crucible.harness.store import STORE_FILE, Store
 from crucible.server.ledger import Ledger
 from crucible.toolkit.task import TASKS_ROOT, discover_tasks
 
+pytestmark = pytest.mark.slow  # whole scripted runs: minutes (.ci/run runs them)
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE / "fixtures" / "tasks"
 ROOT = HERE.parent
@@ -198,7 +199,6 @@ def test_an_unknown_suite_or_a_glob_that_matches_nothing_is_refused(tmp_path: Pa
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
 
-@pytest.mark.slow
 def test_crucible_run_with_no_arguments_runs_the_real_suite_and_prints_a_leaderboard(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "CRUCIBLE_TASKS"}
     proc = subprocess.run([sys.executable, "-m", "crucible.harness.cli", "run"], cwd=tmp_path, env=env,

@@ -22,6 +22,7 @@ def test_every_task_folder_loads() -> None:
     assert not BROKEN, "\n".join(str(e) for e in BROKEN)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", TASKS, ids=lambda t: t.id)
 def test_every_task_validates_on_the_cpu(task) -> None:
     result = validate(task, "cpu", seeds=1)
