@@ -105,11 +105,20 @@ def flusher(device: torch.device) -> Callable[[], None]:
 SPOTS = 32
 
 
+_SPOT_GENERATORS: dict[torch.device, torch.Generator] = {}
+
+
 def _spot_poison(t: torch.Tensor) -> None:
-    """Poison SPOTS random elements (positions drawn on the device, unseen by the runner)."""
+    """Poison SPOTS random elements, at positions drawn on the device from a generator seeded from the OS
+    (torch's default generator starts from a fixed seed: a runner could replay its draws)."""
     if t.numel():
+        gen = _SPOT_GENERATORS.get(t.device)
+        if gen is None:
+            gen = _SPOT_GENERATORS[t.device] = torch.Generator(device=t.device)
+            gen.manual_seed(random.SystemRandom().getrandbits(63))
         flat = t.view(-1)
-        flat.index_fill_(0, torch.randint(0, flat.numel(), (SPOTS,), device=t.device), _poison_value(t))
+        flat.index_fill_(0, torch.randint(0, flat.numel(), (SPOTS,), device=t.device, generator=gen),
+                         _poison_value(t))
 
 
 def _poison_value(t: torch.Tensor) -> float | int | bool:
