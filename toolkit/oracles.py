@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from .integrity import finding
 from .results import IntegrityFinding
 
 PRECISION_RATIO = 100.0
@@ -92,10 +93,6 @@ def narrowed_outputs(reference_fn: Callable[..., Any], inputs: list[torch.Tensor
             if a.is_floating_point() and a.numel() > 0 and torch.equal(a, b)]
 
 
-def _finding(defence: str, config: str, evidence: str) -> IntegrityFinding:
-    return IntegrityFinding(defence=defence, config=config or None, evidence=evidence)  # type: ignore[arg-type]
-
-
 # ---------------------------------------------------------------- precision
 
 def _rel_l2(out: torch.Tensor, ref64: torch.Tensor) -> float:
@@ -119,7 +116,7 @@ def precision_findings(outputs: list[torch.Tensor], refs: list[torch.Tensor], re
         if bool(broken.any()):
             # The tolerance check lets NaN/Inf through only where the task's reference has it too: say so.
             shared = int((broken & ~torch.isfinite(ref.detach())).sum())
-            found.append(_finding("precision", config,
+            found.append(finding("precision", config,
                                   f"output {name}: {int(broken.sum())} of {out.numel()} elements are NaN or Inf "
                                   "where the float64 reference is finite"
                                   + (f" (so is the task's own reference at {shared} of them)" if shared else "")
@@ -129,7 +126,7 @@ def precision_findings(outputs: list[torch.Tensor], refs: list[torch.Tensor], re
             continue  # no finite norm to compare against
         cand_err, ref_err = _rel_l2(out, r64), _rel_l2(ref, r64)
         if cand_err > max(PRECISION_RATIO * ref_err, PRECISION_FLOOR):
-            found.append(_finding("precision", config,
+            found.append(finding("precision", config,
                                   f"output {name}: relative L2 error {cand_err:.2e} against a float64 reference, "
                                   f"where the task's own reference has {ref_err:.2e} "
                                   f"({cand_err / max(ref_err, 1e-300):.0f}x): computed in lower precision?"))
@@ -150,7 +147,7 @@ def nondeterminism_findings(first: list[torch.Tensor], second: list[torch.Tensor
         if not same:
             differ = int((a != b).sum()) if not a.is_floating_point() else int(
                 ((a != b) & ~(a.isnan() & b.isnan())).sum())
-            found.append(_finding("nondeterminism", config,
+            found.append(finding("nondeterminism", config,
                                   f"output {name}: two runs on the same inputs differ in {differ} of {a.numel()} "
                                   "elements"))
     return found

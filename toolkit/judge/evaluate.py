@@ -34,6 +34,8 @@ from ..checking import compare, describe, poison_
 from ..integrity import finding
 from ..protocol import (
     Bind,
+    Call,
+    Called,
     CallSignature,
     CompileJob,
     Done,
@@ -326,8 +328,6 @@ class Evaluation:
         self.results[config.name] = self.results[config.name].model_copy(update=update)
 
     def _checked_call(self, bench: Bench, inputs: list[torch.Tensor], params: dict) -> tuple[list[torch.Tensor], list[str]]:
-        from ..protocol import Call, Called
-
         for dst, src in zip(bench.inputs, inputs, strict=True):
             dst.copy_(src)
         for t in bench.outputs:
