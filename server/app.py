@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import shutil
 import stat
@@ -116,7 +117,19 @@ class Progress:
         self.ctx, self.value = ctx, -1.0
 
     async def __call__(self, done: float, total: float | None, message: str) -> None:
-        self.value = max(done, self.value + 1e-3)
+        if done > self.value:
+            value = done
+        else:
+            # News without a new step (a heartbeat, a new stage): creep a 64th of the way towards the next
+            # whole step, never past the total (thousands of heartbeats before floats run out of room).
+            # With no room left the news is dropped, not misreported.
+            ceiling = math.floor(self.value) + 1.0
+            if total is not None:
+                ceiling = min(ceiling, total)
+            value = self.value + (ceiling - self.value) / 64
+            if not self.value < value < ceiling:
+                return
+        self.value = value
         # A client that went away cannot be told; the call's cancellation follows.
         with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
             await self.ctx.report_progress(self.value, total, message=message)

@@ -334,6 +334,25 @@ async def test_run_tests_reports_increasing_progress(ws: Path) -> None:
     assert any((m or "").startswith("timing") for _, _, m in seen)
 
 
+async def test_progress_never_repeats_a_value_nor_passes_the_total() -> None:
+    sent: list[tuple[float, float | None]] = []
+
+    class Ctx:
+        async def report_progress(self, progress: float, total: float | None, message: str) -> None:
+            sent.append((progress, total))
+
+    progress = server_app.Progress(Ctx())  # type: ignore[arg-type]
+    await progress(0, None, "start")
+    for _ in range(1000):  # 83 minutes of heartbeats, more than any tool call may take
+        await progress(0, None, "compiling")
+    await progress(1, 2, "checked")
+    await progress(2, 2, "timed")
+    await progress(2, 2, "deciding")  # no room left under the total: dropped
+    values = [v for v, _ in sent]
+    assert all(a < b for a, b in zip(values, values[1:], strict=False))
+    assert max(values[:1001]) < 1 and sent[-1] == (2, 2) and len(sent) == 3 + 1000
+
+
 # ---------------------------------------------------------------- profile, submit, the ledger
 
 
