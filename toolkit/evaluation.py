@@ -12,6 +12,8 @@ early exit of candidate code kills only its runner.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import os
 import shutil
@@ -29,10 +31,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from .devices import LeaseCancelled, gpu_lease
 from .hardware import datasheet_for, peak_fraction
 from .integrity import finding as integrity_finding
-from .protocol import CompileJob, EvalJob, KernelSpec
+from .protocol import CompileJob, EvalJob, KernelCache, KernelSpec
 from .results import ConfigResult, DeviceInfo, Evaluation, KernelTime, Status
 from .task import MAX_TIMEOUT_S, Config, Task, output_shape
 from .toolchains import BuildResult, BuildTarget, Diagnostic, KernelResources, get_toolchain
+from .toolchains.triton import cached_trace, content_key, jit_store, store_trace
 from .worker import WorkerLimits, WorkerOutcome, WorkerPool, run_job
 from .workspace import Snapshot, cache_root
 
@@ -140,6 +143,23 @@ def reference_spec(task: Task, compiled: bool = False) -> KernelSpec:
                       entry="reference", compiled=compiled)
 
 
+def candidate_cache(task: Task, snapshot: Snapshot, backend: Backend, visible_only: bool) -> KernelCache | None:
+    """The candidate's Triton builds by its snapshot's content; kept only from a runner that saw visible
+    configs alone (toolkit/judge/triton_cache.py says why)."""
+    if task.spec.language != "triton":
+        return None
+    store = jit_store(build_dir(), "candidate", snapshot.digest, build_target(backend))
+    return KernelCache(store=str(store), keep=visible_only)
+
+
+def baseline_cache(task: Task, spec: KernelSpec, backend: Backend) -> KernelCache | None:
+    """The baseline's (or reference's) Triton builds: trusted task code, so always kept."""
+    if task.spec.language != "triton":
+        return None
+    content = hashlib.sha256(task.id.encode() + b"\0" + Path(spec.path).read_bytes()).hexdigest()
+    return KernelCache(store=str(jit_store(build_dir(), "baseline", content, build_target(backend))), keep=True)
+
+
 def _config_names(task: Task, which: list[str] | str) -> list[str]:
     if isinstance(which, str):
         return [c.name for c in task.configs(which)]  # type: ignore[arg-type]
@@ -206,6 +226,7 @@ def evaluate(task: Task, snapshot: Snapshot, request: EvalRequest | None = None,
                           build=build_dump)
         baseline = kernel_spec(task, base_build, task.file(task.spec.baseline))
     lim = task.spec.limits
+    visible_only = set(names) <= {c.name for c in task.spec.configs}
     job = EvalJob(
         task_root=str(task.root), snapshot_root=str(snapshot.root), configs=names,
         seeds=list(range(request.seeds or task.spec.seeds)),
@@ -215,7 +236,8 @@ def evaluate(task: Task, snapshot: Snapshot, request: EvalRequest | None = None,
         timing=request.timing, backend=backend, profile_reps=profile_reps,
         integrity=request.integrity or ("full" if request.timing == "careful" else "checks"),
         runner_timeout_s=request.timeout_s or lim.timeout_s, memory_mb=lim.memory_mb,
-        max_processes=lim.max_processes)
+        max_processes=lim.max_processes, candidate_cache=candidate_cache(task, snapshot, backend, visible_only),
+        baseline_cache=baseline_cache(task, baseline, backend) if baseline else None)
     outcome = _run(task, "evaluate", job.model_dump(mode="json"), backend, request, on_progress, cancel, pool)
     extra = {"build": build_dump, "isolation": outcome.isolation, "stderr_tail": outcome.stderr_tail}
     if outcome.status != "ok" or outcome.result is None:
@@ -326,13 +348,20 @@ def compile_snapshot(task: Task, snapshot: Snapshot, backend: Backend | Literal[
     result = build(task, snapshot.root, task.spec.candidate, backend)
     if not get_toolchain(task.spec.language).traced_build or not result.ok:
         return result
+    # The same snapshot of the same task traces the same way: answer from the earlier trace, no runner.
+    key = content_key("traced", task.id, json.dumps(task.spec.visible(), sort_keys=True), snapshot.digest,
+                      result.target.model_dump_json())
+    earlier = cached_trace(build_dir(), key)
+    if earlier is not None:
+        return earlier.model_copy(update={"seconds": result.seconds})
     smallest = min(task.spec.configs, key=lambda c: sum(v for v in c.values.values()
                                                          if isinstance(v, int) and not isinstance(v, bool)))
     lim = task.spec.limits
     job = CompileJob(task_root=str(task.root), snapshot_root=str(snapshot.root), config=smallest.name,
                      candidate=kernel_spec(task, None, snapshot.root / task.spec.candidate), backend=backend,
                      arch=result.target.arch, runner_timeout_s=lim.timeout_s, memory_mb=lim.memory_mb,
-                     max_processes=lim.max_processes)
+                     max_processes=lim.max_processes,
+                     candidate_cache=candidate_cache(task, snapshot, backend, visible_only=True))
     started = time.perf_counter()
     outcome = _run(task, "compile", job.model_dump(mode="json"), backend, EvalRequest(), None, cancel, pool)
     seconds = result.seconds + time.perf_counter() - started
@@ -344,6 +373,9 @@ def compile_snapshot(task: Task, snapshot: Snapshot, backend: Backend | Literal[
     res = outcome.result
     diags = [Diagnostic.model_validate(d) for d in res["diagnostics"]]
     kernels = [KernelResources.model_validate(k) for k in res["kernels"]]
-    return result.model_copy(update={"ok": not any(d.severity == "error" for d in diags),
-                                     "diagnostics": [*result.diagnostics, *diags], "kernels": kernels,
-                                     "log": res["log"], "seconds": seconds})
+    traced = result.model_copy(update={"ok": not any(d.severity == "error" for d in diags),
+                                       "diagnostics": [*result.diagnostics, *diags], "kernels": kernels,
+                                       "log": res["log"], "seconds": seconds})
+    if traced.ok:  # a failure may be passing (a timeout, a flaky import): traced again next time
+        store_trace(build_dir(), key, traced)
+    return traced

@@ -57,6 +57,19 @@ class CallSignature(Model):
     params: list[ParamType]
 
 
+class KernelCache(Model):
+    """Where one kernel's Triton builds are kept by content (toolkit/judge/triton_cache.py): its runner's
+    private Triton cache starts as a copy of `store`, and what the runner compiled goes back only if `keep`."""
+
+    store: str
+    """A folder of the engine's cache named by the kernel's content and the toolchain's versions; never
+    readable by a runner (it gets a copy)."""
+    keep: bool
+    """Harvest the runner's new builds into `store` when it ends: only for a trusted kernel (the baseline)
+    or a candidate that saw nothing it may not show the agent (visible configs only), since a runner can
+    write anything into its cache."""
+
+
 # ------------------------------------------------------------------------------------------ the job
 
 class EvalJob(Model):
@@ -81,6 +94,9 @@ class EvalJob(Model):
     max_processes: int = 256
     timing_options: dict[str, float | int | bool] = Field(default_factory=dict)
     """Overrides of the TimingOptions chosen by `timing` (benchmarks only)."""
+    candidate_cache: KernelCache | None = None
+    """The candidate's Triton builds by content (None: a cold, private cache)."""
+    baseline_cache: KernelCache | None = None
 
 
 class CompileJob(Model):
@@ -95,6 +111,7 @@ class CompileJob(Model):
     runner_timeout_s: float = 120
     memory_mb: int = 16384
     max_processes: int = 256
+    candidate_cache: KernelCache | None = None
 
 
 # ------------------------------------------------------------------------------------------ requests

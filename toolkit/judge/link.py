@@ -35,9 +35,21 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from ..protocol import MAX_MESSAGE_BYTES, REPLY, CompileJob, Done, EvalJob, Failed, Hello, Ready, Stop
+from ..protocol import (
+    MAX_MESSAGE_BYTES,
+    REPLY,
+    CompileJob,
+    Done,
+    EvalJob,
+    Failed,
+    Hello,
+    KernelCache,
+    Ready,
+    Stop,
+)
 from ..sandbox import RunCgroup, launch_prefix, probe, runner_readable
 from ..worker import SIGNAL_HINTS, TAIL_CHARS, WorkerLimits, _child_env, _pump, _signal_name, _Tail
+from . import triton_cache
 
 R = TypeVar("R")
 SETPRIV = shutil.which("setpriv")
@@ -80,6 +92,7 @@ class RunnerLink:
         self.closed = False
         self.pending_ready = False
         self.backend = "cpu"
+        self.cache: KernelCache | None = None
 
     # ------------------------------------------------------------------ start
 
@@ -116,10 +129,14 @@ class RunnerLink:
         link.backend = backend
         return link
 
-    def hello(self, *, readable: list[str], limits: WorkerLimits, deadline: float) -> None:
+    def hello(self, *, readable: list[str], limits: WorkerLimits, deadline: float,
+              cache: KernelCache | None = None) -> None:
         """Give the runner its job's sandbox and limits: it restricts itself before any kernel loads.
-        `readable`: its snapshot and the files of its kernel, nothing of the task."""
-        self.limits, self.deadline = limits, deadline
+        `readable`: its snapshot and the files of its kernel, nothing of the task. `cache`: its kernel's
+        Triton builds by content, copied into its private cache now (nothing of a kernel has run yet)."""
+        self.limits, self.deadline, self.cache = limits, deadline, cache
+        if cache is not None:
+            triton_cache.seed(Path(cache.store), self.scratch / "triton")
         if self.cgroup and self.backend != "cpu":
             self.cgroup.set_limits(memory_mb=limits.memory_mb, max_processes=limits.max_processes)
         elif self.cgroup:
@@ -137,10 +154,10 @@ class RunnerLink:
 
     @classmethod
     def start(cls, role: str, *, backend: str, gpu: str | None, limits: WorkerLimits, readable: list[str],
-              deadline: float) -> RunnerLink:
+              deadline: float, cache: KernelCache | None = None) -> RunnerLink:
         """Launch a runner and hello it at once."""
         link = cls.launch(role, backend=backend, gpu=gpu, limits=limits)
-        link.hello(readable=readable, limits=limits, deadline=deadline)
+        link.hello(readable=readable, limits=limits, deadline=deadline, cache=cache)
         return link
 
     # ------------------------------------------------------------------ asking
@@ -282,6 +299,8 @@ class RunnerLink:
             self.proc.stdout.close()
         if self.cgroup:
             self.cgroup.remove()
+        if self.cache is not None and self.cache.keep:  # every process of the runner is gone by now
+            triton_cache.harvest(self.scratch / "triton", Path(self.cache.store))
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
@@ -324,21 +343,21 @@ class Runners:
         gpu = os.environ.get("CUDA_VISIBLE_DEVICES") if job.backend == "cuda" else None
         self.links: list[RunnerLink] = []
 
-        def start(role: str, readable: list[str]) -> RunnerLink:
+        def start(role: str, readable: list[str], cache: KernelCache | None) -> RunnerLink:
             spare = SPARES.pop(role, None)
             if spare is not None and (spare.backend != job.backend or spare.proc.poll() is not None):
                 spare.close()
                 spare = None
             link = spare or RunnerLink.launch(role, backend=job.backend, gpu=gpu, limits=limits)
             self.links.append(link)
-            link.hello(readable=readable, limits=limits, deadline=deadline)
+            link.hello(readable=readable, limits=limits, deadline=deadline, cache=cache)
             return link
 
-        self.candidate = start("candidate", [job.snapshot_root, job.candidate.path])
+        self.candidate = start("candidate", [job.snapshot_root, job.candidate.path], job.candidate_cache)
         self.baseline: RunnerLink | None = None
         if timing and isinstance(job, EvalJob) and job.baseline is not None:
             extra = [job.baseline.path] + ([job.compiled_baseline.path] if job.compiled_baseline else [])
-            self.baseline = start("baseline", extra)
+            self.baseline = start("baseline", extra, job.baseline_cache)
 
     def close(self) -> None:
         for link in [*self.links, *SPARES.values()]:  # a spare this job did not need goes too

@@ -14,12 +14,21 @@ running anything). compile_records compiles each distinct launch ahead of time f
 specialization Triton's JIT would use, and reads registers and spills from `ptxas -v` (the ptxas inside
 Triton's wheel) and shared memory from the compiled kernel's metadata.
 
+Builds by content (the same snapshot compiles once):
+
+    <cache>/builds/traced/<key>.json      the compile tool's result (kernels, diagnostics) for one snapshot:
+                                          an unchanged workspace answers without a runner (traced_key)
+    <cache>/builds/triton-jit/<key>/      the Triton cache entries one kernel's runners compiled, copied into
+                                          each new runner of the same kernel (jit_store, judge/triton_cache.py)
+
 Nothing here imports triton or torch at module import: the parent stays light.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
+import hashlib
 import importlib.util
 import inspect
 import os
@@ -29,8 +38,10 @@ import tempfile
 import time
 import traceback
 import types
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +78,55 @@ class TritonToolchain:
             artifact=str(source_dir / candidate), seconds=time.perf_counter() - start, cached=False,
             command=[sys.executable, "-m", "py_compile", *rels],
         )
+
+
+# --- builds by content ----------------------------------------------------------------------------
+
+TRACE_CACHE_VERSION = "1"
+"""Bump when what a traced build reports changes in a way this module's source does not show."""
+
+
+@functools.cache
+def toolchain_versions() -> str:
+    """What a Triton build depends on besides the kernel: Triton's and torch's versions and the source of
+    this module (the tracing and the resource report), so a changed crucible never reuses an old build."""
+    def of(package: str) -> str:
+        try:
+            return version(package)
+        except PackageNotFoundError:
+            return "none"
+
+    own = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+    return f"triton {of('triton')} torch {of('torch')} trace {TRACE_CACHE_VERSION} {own}"
+
+
+def content_key(*parts: str) -> str:
+    """A cache key: the toolchain's versions and `parts` (the kernel's content digest, the target...)."""
+    return hashlib.sha256("\0".join([toolchain_versions(), *parts]).encode()).hexdigest()[:32]
+
+
+def jit_store(out_dir: Path, kind: str, content: str, target: BuildTarget) -> Path:
+    """Where the Triton cache entries of one kernel's runners are kept: `kind` (candidate, baseline) keeps
+    a candidate's builds from ever reaching a baseline's runner, even for the same source."""
+    return out_dir / "triton-jit" / content_key(kind, content, target.model_dump_json())
+
+
+def cached_trace(out_dir: Path, key: str) -> BuildResult | None:
+    """The compile tool's earlier result for this key, marked cached."""
+    path = out_dir / "traced" / f"{key}.json"
+    try:
+        earlier = BuildResult.model_validate_json(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return earlier.model_copy(update={"cached": True})
+
+
+def store_trace(out_dir: Path, key: str, result: BuildResult) -> None:
+    folder = out_dir / "traced"
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{key}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
+    tmp.write_text(result.model_dump_json())
+    os.replace(tmp, folder / f"{key}.json")  # whole or absent: a concurrent reader never sees half
 
 
 # --- recording launches ----------------------------------------------------------------------------
