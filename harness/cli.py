@@ -223,6 +223,15 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _gpus(text: str | None) -> list[int] | None:
+    from .placement import parse_gpus
+
+    try:
+        return None if text is None else parse_gpus(text)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def _run_config(args: argparse.Namespace) -> RunConfig:
     model = args.model
     if args.agent == "scripted":
@@ -232,7 +241,8 @@ def _run_config(args: argparse.Namespace) -> RunConfig:
     try:
         return RunConfig(agent=args.agent, model=model, tasks=args.tasks, suite=args.suite, repeats=args.repeats,
                          budget_usd=args.budget_usd, time_limit_s=args.time_limit, concurrency=args.concurrency,
-                         sandbox=not args.no_sandbox, agent_gpu=args.agent_gpu)
+                         sandbox=not args.no_sandbox, agent_gpu=args.agent_gpu, gpus=_gpus(args.gpus),
+                         ray=args.ray)
     except ValidationError as exc:
         raise UsageError("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())) from None
 
@@ -261,7 +271,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     from .run import RunError, rescore
 
     try:
-        return rescore(Path(args.run))
+        return rescore(Path(args.run), gpus=_gpus(args.gpus), ray=args.ray)
     except RunError as exc:
         raise UsageError(str(exc)) from None
 
@@ -287,11 +297,20 @@ def add_run_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     r.add_argument("--no-sandbox", action="store_true", help="run CLI agents without the agent sandbox "
                    "(recorded with the results)")
     r.add_argument("--agent-gpu", action="store_true", help="give the agent direct access to the GPU")
+    _placement_args(r)
     r.set_defaults(func=cmd_run)
 
     s = sub.add_parser("score", help="re-score every finished session of a run from its stored submissions")
     s.add_argument("run", help="the run folder")
+    _placement_args(s)
     s.set_defaults(func=cmd_score)
+
+
+def _placement_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--gpus", help="the GPUs of this host to score on, such as 0,1,3 (default: every visible "
+                   "one); one evaluation per GPU at a time")
+    p.add_argument("--ray", metavar="ADDRESS", help="score on a Ray cluster's GPUs instead (an address, or "
+                   "auto); needs pip install 'kernel-crucible[ray]'")
 
 
 def cmd_mcp_config(args: argparse.Namespace) -> int:

@@ -17,6 +17,10 @@ class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+PLACEMENT_FIELDS = frozenset({"gpus", "ray"})
+"""RunConfig fields that say where evaluations run, not what is run: a run may resume elsewhere."""
+
+
 class RunConfig(Frozen):
     """What `crucible run` was asked to do. Its digest guards `--resume` against a changed config."""
 
@@ -37,10 +41,15 @@ class RunConfig(Frozen):
     """False only with an explicit --no-sandbox; recorded with the results."""
     agent_gpu: bool = False
     backend: Literal["auto", "cpu", "cuda", "rocm"] = "auto"
+    gpus: list[int] | None = None
+    """The GPUs of this host that final scoring may use (`--gpus 0,1`); None: every visible one."""
+    ray: str | None = None
+    """A Ray cluster's address (`--ray ADDRESS`, or `auto`) to send final scoring to; None: this host."""
 
     def digest(self) -> str:
-        """What a resumed run must share with the original; how many sessions run at once is not part of it."""
-        fields = self.model_dump(mode="json", exclude={"concurrency"})
+        """What a resumed run must share with the original; how many sessions run at once, and on which
+        GPUs or cluster they are scored, are not part of it."""
+        fields = self.model_dump(mode="json", exclude={"concurrency", *PLACEMENT_FIELDS})
         return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -121,3 +130,19 @@ class Score(Frozen):
     hidden_checked: int | None = None
     """How many of them ran and were checked; the others were skipped as too large for the backend (the
     CPU interpreter), so `generalizes` says nothing about them. None: not recorded."""
+
+
+class Placement(Frozen):
+    """Where one final scoring ran (harness/placement.py on this host, harness/ray_backend.py on a cluster)."""
+
+    gpu: int | None = None
+    """The GPU's index on its host; None on the cpu backend."""
+    gpu_name: str | None = None
+    """The device's name as the judge saw it (else as the host lists it); on the cpu backend, the CPU's."""
+    host: str | None = None
+    """The Ray node that scored it; None: the run's own host."""
+    attempts: int = 1
+    """Evaluations it took (0: none could start): more than 1 when a GPU failed under one and it was retried on another (a GPU's
+    failure is infrastructure's, never the agent's)."""
+    note: str = ""
+    """What the placement had to do, e.g. a GPU taken out of rotation or a fallback kind of hardware."""

@@ -35,8 +35,9 @@ from crucible.toolkit.task import Task, discover_tasks, find_task
 
 from .agents import Agent, AgentUnavailable, get_agent
 from .models import RunConfig, SessionSpec
+from .placement import DeviceError
 from .render import speedup_text, timing_note
-from .scoring import ScoringPools
+from .scoring import LocalScoring, Scorer
 from .session import SandboxPrefix, SessionInterrupted, evaluator_digest, now, run_session, score_last
 from .store import STORE_FILE, RunRow, ScoreRow, SessionRecord, Store, StoreError
 from .suites import SuiteError, select
@@ -182,6 +183,8 @@ def command_args(config: RunConfig) -> list[str]:
             args += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
     args += ["--no-sandbox"] if not config.sandbox else []
     args += ["--agent-gpu"] if config.agent_gpu else []
+    args += ["--gpus", ",".join(map(str, config.gpus))] if config.gpus is not None else []
+    args += ["--ray", config.ray] if config.ray is not None else []
     return args
 
 
@@ -312,15 +315,45 @@ def leaderboard(run_dir: Path) -> str:
         return f"(no leaderboard: {exc})"
 
 
+def open_scorer(config: RunConfig, backend: Backend) -> tuple[Scorer, Backend]:
+    """Where final scoring runs, and on which backend: a Ray cluster's GPU evaluators (`--ray`; the backend
+    is theirs, unless the config forces one), else this host's GPUs (`--gpus`, default all). Checked
+    before anything is written: GPUs that are not there, or a cluster that cannot be reached, are a
+    RunError."""
+    if config.ray is not None:
+        if config.gpus is not None:
+            raise RunError("--gpus picks GPUs of this host; with --ray the cluster's evaluators pick theirs")
+        from .ray_backend import RayScoring, RayUnavailable
+
+        try:
+            ray = RayScoring.connect(config.ray, None if config.backend == "auto" else backend)
+        except RayUnavailable as exc:
+            raise RunError(str(exc)) from None
+        return ray, ray.backend
+    scorer = LocalScoring(config.gpus)
+    try:
+        scorer.placer(backend)
+    except DeviceError as exc:
+        scorer.close()
+        raise RunError(str(exc)) from None
+    return scorer, backend
+
+
 def execute(config: RunConfig, *, out: Path | None = None, resume: bool = False, stream: TextIO | None = None) -> int:
     """Run the matrix; returns the exit code (0: every session ended and was scored; 1: some infra error)."""
     stream = stream or sys.stdout  # looked up now: a test may have replaced it
     backend = resolve_backend(config.backend)
-    tasks, skipped = choose_tasks(config, backend)
+    if config.ray is None:
+        choose_tasks(config, backend)  # a bad --tasks fails before anything starts
     agent = load_agent(config)
     sandbox = choose_sandbox(agent, config)
-    run_dir, store, run = open_run(config, out=out, resume=resume, backend=backend, sandbox=sandbox)
-    scoring = ScoringPools()
+    scoring, backend = open_scorer(config, backend)
+    try:
+        tasks, skipped = choose_tasks(config, backend)
+        run_dir, store, run = open_run(config, out=out, resume=resume, backend=backend, sandbox=sandbox)
+    except BaseException:
+        scoring.close()
+        raise
     try:
         return _run_matrix(config, agent, sandbox, run_dir, store, run, tasks, skipped, backend, stream, scoring)
     finally:
@@ -330,7 +363,7 @@ def execute(config: RunConfig, *, out: Path | None = None, resume: bool = False,
 
 def _run_matrix(config: RunConfig, agent: Agent, sandbox: Sandbox, run_dir: Path, store: Store, run: RunRow,
                 tasks: list[Task], skipped: list[str], backend: Backend, stream: TextIO,
-                scoring: ScoringPools) -> int:
+                scoring: Scorer) -> int:
     specs = matrix(config, run.id, tasks)
     store.add_pending(specs)
     states = {s.id: s.state for s in store.sessions()}
@@ -339,7 +372,8 @@ def _run_matrix(config: RunConfig, agent: Agent, sandbox: Sandbox, run_dir: Path
         run = run.model_copy(update={"finished_at": None})
         store.put_run(run)
     print(f"run {run.id} in {run_dir}: {config.agent}/{config.model or 'default'}, {len(tasks)} task(s) x "
-          f"{config.repeats} repeat(s) on {backend} ({run.device}); sandbox: {sandbox.mode}", file=stream)
+          f"{config.repeats} repeat(s) on {backend} ({run.device}); sandbox: {sandbox.mode}; "
+          f"scoring: {scoring.where}", file=stream)
     if skipped:
         print(f"  skipped, need a GPU: {', '.join(skipped)}", file=stream)
     if len(todo) < len(specs):
@@ -352,7 +386,7 @@ def _run_matrix(config: RunConfig, agent: Agent, sandbox: Sandbox, run_dir: Path
         progress.started(spec)
         store.mark_running(spec.id, now(), str(run_dir / "sessions" / spec.id))
         record = run_session(spec, config, agent, run_dir=run_dir, backend=backend, sandbox=sandbox.prefix,
-                             stop=stop, scoring_pool=scoring.get(backend))
+                             stop=stop, scorer=scoring)
         store.finish_session(record)
         progress.finished(spec, session_line(record))
         return record
@@ -395,19 +429,22 @@ def _exit_code(store: Store) -> int:
 # ---------------------------------------------------------------- re-scoring
 
 
-def rescore(run_dir: Path, *, stream: TextIO | None = None) -> int:
+def rescore(run_dir: Path, *, stream: TextIO | None = None, gpus: list[int] | None = None,
+            ray: str | None = None) -> int:
     """`crucible score RUN`: score every finished session again from its stored submissions, on this
-    machine's backend, replacing the score rows."""
+    machine's backend (on `gpus`, or on a Ray cluster), replacing the score rows."""
     stream = stream or sys.stdout
     if not (run_dir / STORE_FILE).is_file():
         raise RunError(f"no {STORE_FILE} in {run_dir}: pass a `crucible run` folder")
     store = open_store(run_dir)
-    scoring = ScoringPools()
+    scoring: Scorer | None = None
     try:
         run = store.run()
         if run is None:
             raise RunError(f"{run_dir / STORE_FILE} holds no run")
-        backend = resolve_backend(RunConfig.model_validate(run.config).backend)
+        config = RunConfig.model_validate(run.config)
+        scoring, backend = open_scorer(config.model_copy(update={"gpus": gpus, "ray": ray}),
+                                       resolve_backend(config.backend))
         done = [s for s in store.sessions() if s.state == "done"]
         print(f"re-scoring {len(done)} session(s) of run {run.id} on {backend}", file=stream, flush=True)
         for n, s in enumerate(done, 1):
@@ -416,7 +453,7 @@ def rescore(run_dir: Path, *, stream: TextIO | None = None) -> int:
             except KeyError as exc:
                 raise RunError(f"session {s.id}: {exc.args[0]}") from None
             folder = Path(s.session_dir)
-            row = score_last(task, store.submissions(s.id), backend, folder, scoring.get(backend))
+            row = score_last(task, store.submissions(s.id), backend, folder, scoring)
             store.put_score(row)
             result = folder / "result.json"
             if result.is_file():
@@ -432,5 +469,6 @@ def rescore(run_dir: Path, *, stream: TextIO | None = None) -> int:
         print("\n" + leaderboard(run_dir), file=stream)
         return _exit_code(store)
     finally:
-        scoring.close()
+        if scoring is not None:
+            scoring.close()
         store.close()

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Protocol
 
 from crucible.toolkit.evaluation import Backend, EvalRequest, evaluate, geomean, judge_pool
 from crucible.toolkit.results import EVALUATOR_VERSION, ConfigResult, Evaluation, IntegrityFinding
@@ -43,7 +44,8 @@ from crucible.toolkit.tripwires import flags as tripwire_flags
 from crucible.toolkit.worker import WorkerPool
 from crucible.toolkit.workspace import WorkspaceError, take_snapshot
 
-from .models import AUDIT_PREFIX, Score
+from .models import AUDIT_PREFIX, Placement, Score
+from .placement import Device, Placed, Placer, choose_devices, score_placed
 
 SPEEDUP_FLAG = 10.0
 PEAK_FLAG = 1.0
@@ -51,15 +53,18 @@ INFRA_STATUSES = {"infra", "not_run", "cancelled"}
 CANDIDATE_FAILURES = {"crash", "exit", "oom", "error"}
 
 
-def scoring_request(backend: Backend) -> EvalRequest:
+def scoring_request(backend: Backend, gpu: int | None = None, timeout_s: float | None = None) -> EvalRequest:
     return EvalRequest(configs="all", timing="quick" if backend == "cpu" else "careful", backend=backend,
-                       integrity="full")
+                       integrity="full", gpu=gpu, timeout_s=timeout_s)
 
 
 def score_session(task: Task, submission: Path | None, backend: Backend, *, expected_hash: str | None = None,
-                  snapshots: Path | None = None, pool: WorkerPool | None = None) -> tuple[Score, Evaluation | None]:
+                  snapshots: Path | None = None, pool: WorkerPool | None = None, gpu: int | None = None,
+                  timeout_s: float | None = None, cancel: threading.Event | None = None,
+                  ) -> tuple[Score, Evaluation | None]:
     """Score a frozen submission folder (None: the agent never submitted). Never the session's own pool:
-    a judge and runners that no session's candidate has touched (`pool`: scoring's own, started ahead)."""
+    a judge and runners that no session's candidate has touched (`pool`: scoring's own, started ahead, for
+    the same `gpu`). `timeout_s` overrides the task's time limit (the reward service's per-request one)."""
     if submission is None:
         return Score(verdict="no_submission", message="the agent never submitted",
                      evaluator_version=EVALUATOR_VERSION, hidden_configs=len(task.configs("hidden")),
@@ -70,7 +75,7 @@ def score_session(task: Task, submission: Path | None, backend: Backend, *, expe
         # The frozen copy is ours, written by the server: if it cannot be read, the fault is ours.
         return Score(verdict="infra_error", message=f"the submission at {submission} cannot be read: {exc}",
                      evaluator_version=EVALUATOR_VERSION), None
-    ev = evaluate(task, snapshot, scoring_request(backend), pool=pool)
+    ev = evaluate(task, snapshot, scoring_request(backend, gpu, timeout_s), pool=pool, cancel=cancel)
     flags = []
     if expected_hash is not None and expected_hash != snapshot.digest:
         flags.append(f"hash_mismatch: ledger {expected_hash[:12]}, frozen copy {snapshot.digest[:12]}")
@@ -81,24 +86,90 @@ def score_session(task: Task, submission: Path | None, backend: Backend, *, expe
     return score_evaluation(task, ev, flags), ev
 
 
+class Scorer(Protocol):
+    """Where final scoring runs: this host's GPUs (LocalScoring) or a Ray cluster's (harness/ray_backend.py).
+    Either gives the verdict score_session gives, and says where it ran."""
+
+    @property
+    def where(self) -> str:
+        """For the run's first line: which GPUs or which cluster."""
+        ...
+
+    def score(self, task: Task, submission: Path | None, backend: Backend, *, expected_hash: str | None = None,
+              timeout_s: float | None = None, cancel: threading.Event | None = None) -> Placed:
+        """`timeout_s` overrides the task's time limit; `cancel` stops the evaluation (status cancelled)."""
+        ...
+
+    def close(self) -> None: ...
+
+
 class ScoringPools:
-    """Final scoring's judge pools, one per backend, for a run's lifetime (close them at its end)."""
+    """Final scoring's judge pools, one per backend and GPU, for a run's lifetime (close them at its end):
+    each GPU keeps a judge started ahead."""
 
     def __init__(self) -> None:
-        self._pools: dict[str, WorkerPool] = {}
+        self._pools: dict[tuple[str, int | None], WorkerPool] = {}
         self._lock = threading.Lock()
 
-    def get(self, backend: Backend) -> WorkerPool:
+    def get(self, backend: Backend, gpu: int | None = None) -> WorkerPool:
         with self._lock:
-            if backend not in self._pools:
-                self._pools[backend] = judge_pool(backend)
-            return self._pools[backend]
+            if (backend, gpu) not in self._pools:
+                self._pools[backend, gpu] = judge_pool(backend, gpu)
+            return self._pools[backend, gpu]
 
     def close(self) -> None:
         with self._lock:
             for pool in self._pools.values():
                 pool.close()
             self._pools.clear()
+
+
+class LocalScoring:
+    """Final scoring on this host: each evaluation on a free GPU of `gpus` (None: every visible one), its
+    judge started ahead per GPU; a GPU that fails leaves rotation and the evaluation runs on another
+    (harness/placement.py)."""
+
+    def __init__(self, gpus: list[int] | None = None, *, devices: dict[str, list[Device]] | None = None) -> None:
+        self.gpus = gpus
+        self.pools = ScoringPools()
+        self._placers: dict[str, Placer] = {}
+        self._devices = devices or {}
+        """backend -> the devices to use, declared (tests) instead of listed from the driver."""
+        self._lock = threading.Lock()
+
+    def placer(self, backend: Backend) -> Placer:
+        """This backend's Placer; raises DeviceError when `gpus` are not on this host."""
+        with self._lock:
+            if backend not in self._placers:
+                devices = self._devices.get(backend)
+                if devices is None:
+                    devices = choose_devices(backend, self.gpus)
+                self._placers[backend] = Placer(backend, devices)
+            return self._placers[backend]
+
+    @property
+    def where(self) -> str:
+        placers = list(self._placers.values())
+        devices = [d for p in placers for d in p.devices]
+        if not devices:
+            return "this host"
+        return "this host's GPU " + ", ".join(f"{d.index} ({d.name})" for d in devices)
+
+    def score(self, task: Task, submission: Path | None, backend: Backend, *, expected_hash: str | None = None,
+              timeout_s: float | None = None, cancel: threading.Event | None = None) -> Placed:
+        if submission is None:  # nothing to evaluate, so nothing to place
+            score, ev = score_session(task, None, backend)
+            return Placed(score=score, evaluation=ev, placement=Placement(attempts=0))
+
+        def attempt(device: Device | None) -> tuple[Score, Evaluation | None]:
+            gpu = device.index if device is not None else None
+            return score_session(task, submission, backend, expected_hash=expected_hash,
+                                 pool=self.pools.get(backend, gpu), gpu=gpu, timeout_s=timeout_s, cancel=cancel)
+
+        return score_placed(self.placer(backend), attempt, cancel)
+
+    def close(self) -> None:
+        self.pools.close()
 
 
 def is_no_op(task: Task, submission: Path) -> bool:

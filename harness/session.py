@@ -45,12 +45,11 @@ from crucible.server.ledger import Ledger
 from crucible.toolkit.evaluation import Backend
 from crucible.toolkit.results import EVALUATOR_VERSION
 from crucible.toolkit.task import Task, find_task
-from crucible.toolkit.worker import WorkerPool
 from crucible.toolkit.workspace import materialize
 
 from .agents import Agent, AgentResult, SessionContext
 from .models import RunConfig, Score, SessionEnd, SessionSpec, Usage
-from .scoring import score_session
+from .scoring import Scorer, score_session
 from .store import ScoreRow, SessionRecord, SessionRow, SubmissionRecord, ToolCallRow
 
 TOKEN_ENV = "CRUCIBLE_MCP_TOKEN"
@@ -208,12 +207,18 @@ def read_ledger(spec: SessionSpec, path: Path) -> tuple[list[ToolCallRow], list[
 
 
 def score_last(task: Task, submissions: list[SubmissionRecord], backend: Backend, folder: Path,
-               pool: WorkerPool | None = None) -> ScoreRow:
-    """Score the last submission; a failure of our code here is an infra_error score (re-scorable)."""
+               scorer: Scorer | None = None) -> ScoreRow:
+    """Score the last submission (on `scorer`'s GPUs; None: here, in a fresh worker); a failure of our code
+    here is an infra_error score (re-scorable)."""
     last = submissions[-1] if submissions else None
+    placement = None
     try:
-        score, evaluation = score_session(task, Path(last.path) if last else None, backend,
-                                          expected_hash=last.source_hash if last else None, pool=pool)
+        submission, expected = (Path(last.path), last.source_hash) if last else (None, None)
+        if scorer is None:
+            score, evaluation = score_session(task, submission, backend, expected_hash=expected)
+        else:
+            placed = scorer.score(task, submission, backend, expected_hash=expected)
+            score, evaluation, placement = placed.score, placed.evaluation, placed.placement
         if evaluation is not None:
             (folder / "scoring.json").write_text(evaluation.model_dump_json(indent=2))
     except Exception:  # the top of scoring: a bug of ours is never the agent's failure
@@ -221,12 +226,12 @@ def score_last(task: Task, submissions: list[SubmissionRecord], backend: Backend
         (folder / "scoring_error.txt").write_text(tb)
         score = Score(verdict="infra_error", message=f"scoring failed: {tb.strip().splitlines()[-1]}",
                       evaluator_version=EVALUATOR_VERSION)
-    return ScoreRow(session_id=folder.name, score=score, backend=backend, scored_at=now())
+    return ScoreRow(session_id=folder.name, score=score, backend=backend, scored_at=now(), placement=placement)
 
 
 def run_session(spec: SessionSpec, config: RunConfig, agent: Agent, *, run_dir: Path, backend: Backend,
                 sandbox: SandboxPrefix, stop: threading.Event | None = None,
-                scoring_pool: WorkerPool | None = None) -> SessionRecord:
+                scorer: Scorer | None = None) -> SessionRecord:
     """Run one session from scratch (its folder is cleared first) and return its rows. Raises
     SessionInterrupted when `stop` is set while it runs; any other failure of ours ends as infra_error."""
     folder = session_dir(run_dir, spec)
@@ -277,7 +282,7 @@ def run_session(spec: SessionSpec, config: RunConfig, agent: Agent, *, run_dir: 
             # Tool calls and wall time are the harness's own records, not the agent's claim.
             usage = result.usage.model_copy(update={"tool_calls": by_tool, "wall_s": round(wall_s, 3)})
         if end.reason != "infra_error":
-            score = score_last(task, submissions, backend, folder, scoring_pool)
+            score = score_last(task, submissions, backend, folder, scorer)
         state = "infra_error" if end.reason == "infra_error" else "done"
     except SessionInterrupted:
         raise

@@ -37,6 +37,8 @@
       speedup_against, timing_comparable, peak_fraction, flags (JSON list), submission_hash,
       evaluator_version, hidden_configs, hidden_checked,
       backend, scored_at           where and when it was scored (`crucible score` re-scores)
+      gpu, gpu_name, host, attempts, placement_note   the Placement (harness/models.py): which GPU of which
+                                   host, how many evaluations it took; NULL in stores made before them
 
     usage                      one row per finished session: the Usage fields
       session_id           PK
@@ -69,7 +71,7 @@ from pydantic import BaseModel, ConfigDict
 
 from crucible.server.ledger import CallFields, SubmissionRow
 
-from .models import Score, SessionEnd, SessionSpec, Usage
+from .models import Placement, Score, SessionEnd, SessionSpec, Usage
 
 STORE_FILE = "store.db"
 
@@ -145,6 +147,13 @@ class ScoreRow(Row):
     score: Score
     backend: str
     scored_at: str
+    placement: Placement | None = None
+    """None: scored before placements were recorded."""
+
+
+PLACEMENT_COLUMNS = {"gpu": "gpu", "gpu_name": "gpu_name", "host": "host", "attempts": "attempts",
+                     "note": "placement_note"}
+"""Placement field -> its plain column in `scores`."""
 
 
 class SessionRecord(Row):
@@ -206,7 +215,10 @@ TABLES: dict[str, Table] = {
     "sessions": _table(_fields(SessionRow), pk="id", not_null={"run_id", "task", "agent", "repeat", "state"}),
     "tool_calls": _table(_keyed({"session_id": str, "call_id": int}, CallFields), pk=("session_id", "call_id")),
     "submissions": _table(_keyed({"session_id": str}, SubmissionRow), pk=("session_id", "n")),
-    "scores": _table(_keyed({"session_id": str}, Score, {"backend": str, "scored_at": str}), pk="session_id"),
+    "scores": _table(_keyed({"session_id": str}, Score, {
+        "backend": str, "scored_at": str,
+        **{column: Placement.model_fields[field].annotation for field, column in PLACEMENT_COLUMNS.items()}}),
+        pk="session_id"),
     "usage": _table(_keyed({"session_id": str}, Usage), pk="session_id"),
 }
 """The store's schema. A field added to a row model becomes a column of every store opened for writing."""
@@ -420,8 +432,10 @@ class Store:
             return None
         row = rows[0]
         fields = {k: v for k, v in row.items() if k in Score.model_fields and v is not None}
+        # A store opened read-only from before the placement columns has none of them.
+        placed = {f: row[c] for f, c in PLACEMENT_COLUMNS.items() if row.get(c) is not None}
         return ScoreRow(session_id=session_id, score=Score.model_validate(fields), backend=row["backend"],
-                        scored_at=row["scored_at"])
+                        scored_at=row["scored_at"], placement=Placement.model_validate(placed) if placed else None)
 
     def put_score(self, row: ScoreRow) -> None:
         """Replace a session's score (`crucible score` re-scores a run)."""
@@ -433,7 +447,8 @@ class Store:
     def _put_score(self, row: ScoreRow) -> None:
         self.db.table("scores").insert(_encode("scores", {
             "session_id": row.session_id, **row.score.model_dump(mode="json"), "backend": row.backend,
-            "scored_at": row.scored_at}), pk="session_id")
+            "scored_at": row.scored_at, **({c: getattr(row.placement, f) for f, c in PLACEMENT_COLUMNS.items()}
+                                           if row.placement else {})}), pk="session_id")
 
     def counts(self) -> dict[str, int]:
         """Rows per table (the tests' and the benchmark's view of the store)."""

@@ -27,6 +27,7 @@ if [[ ${1:-} != --keep-torch ]]; then
 else
   echo "setup: keeping the installed torch (--keep-torch)"
 fi
-step "installing crucible (editable) and its dev tools (pytest, ruff)" "$pip" install -e ".[dev]"
+# ray: the optional extra the Ray tests need (crucible run --ray, the reward service on a local cluster).
+step "installing crucible (editable), its dev tools (pytest, ruff) and Ray" "$pip" install -e ".[dev,ray]"
 step "checking the crucible command" .venv/bin/crucible --help
 echo "set up: .venv/bin/crucible is ready (pip's output: $log)"
