@@ -155,6 +155,9 @@ class Placer:
         self.retired: dict[int, str] = {}
         """GPU index -> why it left rotation."""
         self._busy: set[int] = set()
+        self._uses = {d.index: 0 for d in self.devices}
+        """Evaluations placed per GPU: the least used free one goes next, so every GPU's judge stays warm
+        and a failing GPU shows itself early."""
         self._changed = threading.Condition()
 
     def healthy(self) -> list[Device]:
@@ -167,7 +170,8 @@ class Placer:
             self._changed.notify_all()
 
     def _pick(self, avoid: set[int]) -> Device | None:
-        free = [d for d in self.devices if d.index not in self.retired and d.index not in self._busy]
+        free = sorted((d for d in self.devices if d.index not in self.retired and d.index not in self._busy),
+                      key=lambda d: self._uses[d.index])
         fresh = [d for d in free if d.index not in avoid] or free
         idle = [d for d in fresh if lease_free(self.backend, d.index)]  # not held by another process
         return (idle or fresh or [None])[0]
@@ -188,6 +192,7 @@ class Placer:
                 device = self._pick(avoid or set())
                 if device is not None:
                     self._busy.add(device.index)
+                    self._uses[device.index] += 1
                     break
                 if cancel is not None and cancel.is_set():
                     raise LeaseCancelled("cancelled while waiting for a free GPU")
