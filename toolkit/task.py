@@ -167,8 +167,13 @@ class Config(BaseModel):
 class Metrics(Frozen):
     flops: str = "0"
     """Floating-point operations of one call, an expression over config values."""
+    flops_note: str | None = None
+    """Why `flops` is less than the reference's matmul-like work (causal attention skips masked pairs)."""
     bytes: str
     """Compulsory bytes moved (each input read once, each output written once); may use `itemsize`."""
+    bytes_note: str | None = None
+    """Why `bytes` is less than the tensors hold (e.g. a gather reads only the rows it is asked for); the
+    metrics review (toolkit/metrics_review.py) demands it wherever that is so."""
 
 
 MAX_TIMEOUT_S = 3600.0
