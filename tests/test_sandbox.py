@@ -113,3 +113,33 @@ def test_without_any_sandbox_leftover_processes_are_still_killed_after_the_resul
                       backend="cpu", scratch=tmp_path, env={"PYTHONPATH": str(REPO)})
     assert outcome.status == "ok", outcome
     assert wait_gone(marker) == []
+
+
+SYSV = """
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+key = int(sys.argv[1])
+if sys.argv[2] == "make":
+    print("made" if libc.shmget(key, 4096, 0o1000 | 0o600) >= 0 else "refused")
+else:
+    print("found" if libc.shmget(key, 0, 0) >= 0 else "absent")
+"""
+
+
+@pytest.mark.skipif(not probe().ipcns, reason="no IPC namespace here")
+def test_system_v_shared_memory_is_no_store_between_sandboxed_processes() -> None:
+    # Landlock covers files (/dev/shm), not System V segments: each sandboxed process has its own.
+    key = str(0x5E000000 + uuid.uuid4().int % 0xFFFFFF)
+
+    def sandboxed(mode: str) -> str:
+        command = [*launch_prefix(WorkerLimits(), probe()), sys.executable, "-c", SYSV, key, mode]
+        return subprocess.run(command, capture_output=True, text=True, timeout=60, check=True).stdout.strip()
+
+    assert sandboxed("make") == "made"
+    assert sandboxed("find") == "absent"  # a later evaluation does not find it
+    outside = subprocess.run([sys.executable, "-c", SYSV, key, "make"], capture_output=True, text=True, check=True)
+    try:
+        assert outside.stdout.strip() == "made"
+        assert sandboxed("find") == "absent"  # nor one made outside
+    finally:
+        subprocess.run(["ipcrm", "-M", key], capture_output=True, check=False)

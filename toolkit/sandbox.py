@@ -3,7 +3,7 @@
 The worker's process tree, outermost first (each layer only where `probe()` found it works):
 
     sh -c 'echo 0 > <cgroup>/cgroup.procs ...; exec "$@"'   join a per-run memory/pids cgroup
-      unshare [-r] -n -p -f -m --mount-proc --kill-child      own network, pid and mount namespaces
+      unshare [-r] -i -n -p -f -m --mount-proc --kill-child   own IPC, network, pid and mount namespaces
         setpriv --bounding-set=-all --no-new-privs            as root: drop every capability
           python -m crucible.toolkit.worker_main               supervisor (pid 1, or a child subreaper):
             worker: rlimits, Landlock, then the job            reaps, kills leftovers, reports the status
@@ -55,6 +55,9 @@ class SandboxCaps(BaseModel):
     """A network namespace (no interfaces but a down loopback) can be created."""
     pidns: bool
     """A pid namespace with a mount namespace and a private /proc can be created."""
+    ipcns: bool = False
+    """An IPC namespace can be created: System V shared memory, semaphores and message queues (which no
+    filesystem rule covers) are then the process's own, not a store between evaluations or sessions."""
     setpriv: str | None
     """Path of `setpriv`, if found and able to drop capabilities (root only)."""
     landlock_abi: int
@@ -78,7 +81,8 @@ def _runs(cmd: list[str]) -> bool:
 
 def namespace_flags(caps: SandboxCaps, *, network: bool) -> list[str]:
     """unshare flags for the namespaces `caps` allows (empty: run without unshare)."""
-    ns = ["-n"] if not network and caps.netns else []
+    ns = ["-i"] if caps.ipcns else []
+    ns += ["-n"] if not network and caps.netns else []
     if caps.pidns:
         ns += ["-p", "-f", "-m", "--mount-proc", "--kill-child"]
     if not ns:
@@ -97,11 +101,12 @@ def probe() -> SandboxCaps:
     user = [] if is_root else ["-r"]
     netns = bool(unshare) and _runs([unshare, *user, "-n", "true"])
     pidns = bool(unshare) and _runs([unshare, *user, "-p", "-f", "-m", "--mount-proc", "--kill-child", "true"])
+    ipcns = bool(unshare) and _runs([unshare, *user, "-i", "true"])
     setpriv = shutil.which("setpriv") if is_root else None
     if setpriv and not _runs([setpriv, *SETPRIV_FLAGS, "true"]):
         setpriv = None
     version, memory, pids = _probe_cgroups()
-    return SandboxCaps(is_root=is_root, unshare=unshare, netns=netns, pidns=pidns, setpriv=setpriv,
+    return SandboxCaps(is_root=is_root, unshare=unshare, netns=netns, pidns=pidns, ipcns=ipcns, setpriv=setpriv,
                        landlock_abi=landlock_abi(), cgroup_version=version, cgroup_memory=memory,
                        cgroup_pids=pids)
 
@@ -301,6 +306,8 @@ def describe(limits: WorkerLimits, caps: SandboxCaps, cgroup: RunCgroup | None) 
         out["network"] = "netns (unshare -n)" if caps.is_root else "netns (unshare -rn, user namespace)"
     else:
         out["network"] = "NOT isolated: no network namespace available"
+    out["ipc_namespace"] = ("yes (own System V shared memory, semaphores, message queues)" if "-i" in flags
+                            else "NOT isolated: System V IPC is shared with the host")
     out["pid_namespace"] = ("yes (own /proc; every process dies with the worker's init)" if "-p" in flags
                             else "no (leftovers are killed by process group, subreaper" + (" and cgroup)" if cgroup else ")"))
     if caps.is_root:
