@@ -30,6 +30,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -206,9 +207,14 @@ class RunnerLink:
                                     f"{expected.__name__} was asked for")
         return reply
 
-    def ask(self, request: Any, expected: type[R], fds: list[int] | None = None) -> R:
+    def ask(self, request: Any, expected: type[R], fds: list[int] | None = None,
+            meanwhile: Callable[[], None] | None = None) -> R:
+        """Send `request` and read its reply; `meanwhile` runs in between (the judge's own work while the
+        runner computes)."""
         self.ready()
         self.send(request, fds)
+        if meanwhile is not None:
+            meanwhile()
         return self.receive(expected)
 
     def ready(self) -> None:

@@ -43,8 +43,11 @@ def seed(store: Path, cache: Path) -> int:
             continue
         tmp = cache / f".seed-{entry.name}"
         shutil.copytree(entry, tmp, symlinks=True)
-        tmp.rename(cache / entry.name)
-        count += 1
+        try:
+            tmp.rename(cache / entry.name)
+            count += 1
+        except OSError:  # the runner's own start-up wrote the same entry meanwhile (Triton's driver helpers)
+            shutil.rmtree(tmp, ignore_errors=True)
     return count
 
 
