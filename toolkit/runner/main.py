@@ -233,6 +233,12 @@ def preload(device: str) -> None:
     if device == "cuda":
         torch.cuda.init()
         torch.empty(1, device="cuda")
+        # Triton's driver builds (or loads from the cache) its C helpers on first use: here, not in the
+        # candidate's first call. A failure is left for that call to report.
+        with contextlib.suppress(ImportError, RuntimeError, OSError):
+            from triton.runtime import driver
+
+            _ = driver.active.utils
 
 
 def main() -> None:
