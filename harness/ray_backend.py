@@ -85,6 +85,8 @@ class EvaluatorInfo(Frozen):
     """Its GPU's index on its node (Ray's assignment); None where Ray gave it none."""
     gpu_name: str
     host: str
+    evaluator_digest: str
+    """The digest of the engine it loaded (harness/session.py evaluator_digest), taken when it started."""
 
 
 class EvalVerdict(Frozen):
@@ -125,6 +127,7 @@ class Evaluator:
     def __init__(self, env: dict[str, str]) -> None:
         os.environ.update(env)
         from .scoring import ScoringPools
+        from .session import evaluator_digest
 
         ray = require_ray()
         ids = ray.get_gpu_ids()
@@ -134,7 +137,8 @@ class Evaluator:
         if self.backend != "cpu":
             listed = {d.index: d.name for d in list_gpus(self.backend)} if self.gpu is not None else {}
             name = listed.get(self.gpu or 0, f"{self.backend} GPU")
-        self.info = EvaluatorInfo(backend=self.backend, gpu=self.gpu, gpu_name=name, host=socket.gethostname())
+        self.info = EvaluatorInfo(backend=self.backend, gpu=self.gpu, gpu_name=name, host=socket.gethostname(),
+                                  evaluator_digest=evaluator_digest())
         self.pools = ScoringPools()
         self.pools.get(self.backend, self._engine_gpu())  # start its judge now, not on the first order
         self._cancels: dict[str, threading.Event] = {}
@@ -160,7 +164,7 @@ class Evaluator:
 
     def score(self, order: dict) -> dict:
         from .scoring import score_session
-        from .session import evaluator_digest, task_digest
+        from .session import task_digest
 
         parsed = EvalOrder.model_validate(order)
         placement = Placement(gpu=self.gpu, gpu_name=self.info.gpu_name, host=self.info.host)
@@ -175,7 +179,7 @@ class Evaluator:
         except KeyError:
             return refuse(f"evaluator on {self.info.host} has no task {parsed.task}: give every node the same "
                           "suite (CRUCIBLE_TASKS)")
-        if task_digest(task) != parsed.task_digest or evaluator_digest() != parsed.evaluator_digest:
+        if task_digest(task) != parsed.task_digest or self.info.evaluator_digest != parsed.evaluator_digest:
             return refuse(f"evaluator on {self.info.host} has another copy of {parsed.task} or of the "
                           "evaluator than the head: install the same crucible and suite on every node")
         cancel = self._cancels[parsed.id] = threading.Event()
@@ -249,6 +253,16 @@ class RayScoring:
                                  "`GPU` resources); start its nodes with --num-gpus")
         infos = [EvaluatorInfo.model_validate(i) for i in ray.get([a.ready.remote() for a in actors],
                                                                    timeout=timeout_s)]
+        from .session import evaluator_digest
+
+        other = sorted({f"{i.host} GPU {i.gpu}" for i in infos if i.evaluator_digest != evaluator_digest()})
+        if other:
+            for actor in actors:
+                ray.kill(actor)
+            if owns:
+                ray.shutdown()
+            raise RayUnavailable(f"the evaluators on {', '.join(other)} run another version of the engine "
+                                 "(toolkit/) than this host: install the same crucible on every node")
         kinds = [i.backend for i in infos]
         chosen = backend or max(set(kinds), key=kinds.count)
         return cls(ray, list(zip(actors, infos, strict=True)), chosen, address, owns)
@@ -336,14 +350,14 @@ class RayScoring:
         return _infra(f"gave up after {MAX_ATTEMPTS} evaluators failed", MAX_ATTEMPTS, notes)
 
     def _wait(self, ref: Any, actor: Any, order_id: str, cancel: threading.Event | None) -> dict:
-        asked = False
         while True:
             done, _ = self.ray.wait([ref], timeout=0.2)
             if done:
                 return self.ray.get(ref)
-            if cancel is not None and cancel.is_set() and not asked:
-                actor.cancel.remote(order_id)  # the evaluator kills the judge; the verdict says cancelled
-                asked = True
+            if cancel is not None and cancel.is_set():
+                # Asked again until it ends: the order may not have reached its evaluator's thread yet.
+                # The evaluator kills the judge; the verdict says cancelled.
+                actor.cancel.remote(order_id)
 
     def ping(self, order: EvalOrder) -> float:
         """Seconds of one round trip to an idle evaluator that does not evaluate (the benchmark's)."""

@@ -1,0 +1,122 @@
+"""Final scoring on a Ray cluster, on a local cluster with GPU resources declared (no GPU needed): one
+evaluator per declared GPU, orders refused where the evaluator's copy of the task differs, Ray's own cost
+per order, cancellation, a whole `crucible run --ray` end to end; and, without Ray, a clear error."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from crucible.harness.cli import main
+from crucible.harness.ray_backend import RayScoring, RayUnavailable, require_ray
+from crucible.harness.store import STORE_FILE, Store
+from crucible.toolkit.task import find_task
+
+HERE = Path(__file__).resolve().parent
+FIXTURES = HERE / "fixtures" / "tasks"
+TASK = "triton2triton/vadd"
+
+
+def test_without_ray_the_error_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray now fails, as where it is not installed
+    with pytest.raises(RayUnavailable, match=r"pip install 'kernel-crucible\[ray\]'"):
+        require_ray()
+    monkeypatch.setenv("CRUCIBLE_TASKS", str(FIXTURES))
+    assert main(["run", "--ray", "auto", "--tasks", TASK, "--out", str(tmp_path / "run")]) == 2
+    assert "pip install 'kernel-crucible[ray]'" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_cli_needs_no_ray_to_start() -> None:
+    code = "import sys; import crucible.harness.cli, crucible.harness.run; sys.exit('ray' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], timeout=120).returncode == 0
+
+
+# ---------------------------------------------------------------- on a local cluster
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[RayScoring]:
+    pytest.importorskip("ray", reason="pip install 'kernel-crucible[ray]' (scripts/setup.sh does)")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CRUCIBLE_TASKS", str(FIXTURES))
+        mp.setenv("CRUCIBLE_BACKEND", "cpu")
+        scoring = RayScoring.connect("local:2")
+        try:
+            yield scoring
+        finally:
+            scoring.close()
+
+
+def solution_files() -> dict[str, str]:
+    task = find_task(TASK, FIXTURES)
+    return {task.spec.candidate: task.file("solution.py").read_text()}
+
+
+def test_each_declared_gpu_gets_one_evaluator_of_its_own(cluster: RayScoring) -> None:
+    infos = [info for _, info in cluster.evaluators]
+    assert sorted(i.gpu for i in infos) == [0, 1]  # type: ignore[type-var]
+    assert {i.backend for i in infos} == {"cpu"} and cluster.backend == "cpu"
+    assert "2 evaluator(s) on 1 host(s)" in cluster.where
+
+
+def test_an_evaluator_refuses_an_order_for_another_copy_of_the_task(cluster: RayScoring,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CRUCIBLE_TASKS", str(FIXTURES))
+    task = find_task(TASK)
+    order = cluster.order(task, solution_files()).model_copy(update={"task_digest": "0" * 64})
+    placed = cluster.send(task, order)
+    assert placed.score.verdict == "infra_error"
+    assert "another copy" in placed.score.message and placed.evaluation is None
+
+
+def test_rays_own_cost_per_order_is_under_50_ms(cluster: RayScoring, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CRUCIBLE_TASKS", str(FIXTURES))
+    order = cluster.order(find_task(TASK), solution_files())
+    times = [cluster.ping(order) for _ in range(20)]
+    assert statistics.median(times) < 0.050, times
+
+
+def test_a_cancelled_order_ends_as_infra_error_and_its_evaluator_takes_the_next(
+        cluster: RayScoring, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CRUCIBLE_TASKS", str(FIXTURES))
+    task = find_task(TASK)
+    hang = (HERE / "planted" / "vadd_hang.py").read_text()
+    cancel = threading.Event()
+    timer = threading.Timer(3.0, cancel.set)
+    timer.start()
+    placed = cluster.send(task, cluster.order(task, {task.spec.candidate: hang}), cancel)
+    timer.cancel()
+    assert placed.score.verdict == "infra_error" and "cancelled" in placed.score.message
+    assert placed.placement.host is not None and placed.placement.gpu in (0, 1)
+    assert all(cluster._alive.values()), "cancelling kills the judge, not the evaluator"
+
+
+@pytest.mark.slow  # a local Ray cluster and four whole sessions on 2 cores: a minute or two
+def test_crucible_run_with_ray_scores_every_session_on_the_clusters_evaluators(tmp_path: Path) -> None:
+    pytest.importorskip("ray", reason="pip install 'kernel-crucible[ray]' (scripts/setup.sh does)")
+    out = tmp_path / "run"
+    env = {**os.environ, "CRUCIBLE_TASKS": str(FIXTURES), "CRUCIBLE_BACKEND": "cpu"}
+    proc = subprocess.run([sys.executable, "-m", "crucible.harness.cli", "run", "--ray", "local:2",
+                           "--tasks", TASK, "--repeats", "2", "--concurrency", "2", "--out", str(out)],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "scoring: Ray cluster local:2: 2 evaluator(s)" in proc.stdout
+    store = Store(out / STORE_FILE, read_only=True)
+    rows = [store.score(s.id) for s in store.sessions()]
+    store.close()
+    assert len(rows) == 2 and all(r is not None and r.score.verdict == "pass" for r in rows)
+    placements = [r.placement for r in rows if r is not None]
+    assert all(p is not None and p.host and p.gpu in (0, 1) and p.attempts == 1 for p in placements)
+    result = json.loads(next((out / "sessions").glob("*/result.json")).read_text())
+    assert result["score"]["placement"]["host"]
+
