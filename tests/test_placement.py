@@ -5,6 +5,7 @@ another (capped), where it ran recorded in the score and the store."""
 from __future__ import annotations
 
 import sqlite3
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -278,3 +279,32 @@ def test_crucible_run_refuses_bad_gpus_before_anything_is_written(tmp_path: Path
     assert main(["run", "--gpus", "0", "--out", str(tmp_path / "run")]) == 2
     assert "--gpus needs a GPU backend" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_host_scores_spread_over_its_gpus_and_record_each_gpus_name() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from crucible.harness.placement import list_gpus
+    from crucible.toolkit.task import find_task
+
+    devices = {d.index: d.name for d in list_gpus("cuda")}
+    assert devices, "nvidia-smi lists no GPU"
+    task = find_task("triton2triton/softmax")
+    submission = Path(tempfile.mkdtemp(prefix="crucible-placement-"))
+    (submission / task.spec.candidate).write_bytes(task.file(task.spec.solution or "").read_bytes())
+    local = LocalScoring()
+    n = min(2 * len(devices), 8)
+    try:
+        with ThreadPoolExecutor(n) as pool:
+            placed = list(pool.map(lambda _: local.score(task, submission, "cuda"), range(n)))
+    finally:
+        local.close()
+    assert [p.score.verdict for p in placed] == ["pass"] * n, [p.score.message for p in placed]
+    for p in placed:
+        assert p.placement.gpu in devices and p.placement.attempts == 1
+        listed = devices[p.placement.gpu]  # type: ignore[index]
+        assert p.placement.gpu_name and (listed in p.placement.gpu_name or p.placement.gpu_name in listed)
+        assert p.evaluation is not None and p.evaluation.timing_comparable
+    if len(devices) >= 2:
+        assert len({p.placement.gpu for p in placed}) >= 2, "evaluations ran on more than one GPU"

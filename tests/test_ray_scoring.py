@@ -120,3 +120,26 @@ def test_crucible_run_with_ray_scores_every_session_on_the_clusters_evaluators(t
     result = json.loads(next((out / "sessions").glob("*/result.json")).read_text())
     assert result["score"]["placement"]["host"]
 
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_host_each_gpu_gets_an_evaluator_that_scores_on_it(tmp_path: Path) -> None:
+    pytest.importorskip("ray", reason="pip install 'kernel-crucible[ray]' (scripts/setup.sh does)")
+    from crucible.harness.placement import list_gpus
+
+    devices = {d.index: d.name for d in list_gpus("cuda")}
+    task = find_task("triton2triton/softmax")
+    sub = tmp_path / "submission"
+    sub.mkdir()
+    (sub / task.spec.candidate).write_bytes(task.file(task.spec.solution or "").read_bytes())
+    scoring = RayScoring.connect("local")
+    try:
+        infos = [info for _, info in scoring.evaluators]
+        assert scoring.backend == "cuda" and sorted(i.gpu for i in infos) == sorted(devices)  # type: ignore[type-var]
+        placed = scoring.score(task, sub, "cuda")
+    finally:
+        scoring.close()
+    assert placed.score.verdict == "pass", placed.score.message
+    assert placed.placement.gpu in devices and placed.evaluation is not None and placed.evaluation.timing_comparable
+    listed = devices[placed.placement.gpu]  # type: ignore[index]
+    assert placed.placement.gpu_name and (listed in placed.placement.gpu_name or placed.placement.gpu_name in listed)
