@@ -50,6 +50,23 @@ def test_closing_the_pool_leaves_no_spare_behind(monkeypatch: pytest.MonkeyPatch
     pool = WorkerPool(limits=WorkerLimits(timeout_s=60), backend="cpu", env=env)
     pool.run_job("whoami", {})
     time.sleep(0.5)  # let the refill start a spare
-    spare = pool._spare
+    spares = list(pool._spares)
     pool.close()
-    assert spare is None or spare[0].proc.poll() is not None
+    assert all(worker.proc.poll() is not None for worker, _ in spares)
+
+
+def test_two_spares_serve_two_jobs_in_a_row_each_in_its_own_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    monkeypatch.setitem(JOBS, "whoami", "tests.worker_jobs:whoami")
+    pool = WorkerPool(limits=WorkerLimits(timeout_s=60), backend="cpu", env={"PYTHONPATH": str(ROOT)}, spares=2)
+    try:
+        deadline = time.monotonic() + 60
+        while len(pool._spares) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(pool._spares) == 2
+        first, second = pool.run_job("whoami", {}), pool.run_job("whoami", {})
+        assert first.status == "ok" and second.status == "ok", first.message + second.message
+        assert first.result["scratch"] != second.result["scratch"]
+    finally:
+        pool.close()

@@ -327,10 +327,12 @@ def speedups(configs: list[ConfigResult], task: Task, backend: str) -> dict:
 
 
 def worker_pool(task: Task, backend: Backend | Literal["auto"] = "auto", gpu: int | None = None) -> WorkerPool:
-    """A pool that keeps one preloaded worker ahead of need for this task (for long-lived callers)."""
+    """A pool that keeps two preloaded judges ahead of need for this task (the MCP server): an agent's
+    `compile` and the `run_tests` right after it each find one started."""
     backend = resolve_backend(backend)
     return WorkerPool(limits=_limits(task, None), backend=backend,
-                      gpu=gpu if gpu is not None else (0 if backend != "cpu" else None), env=_worker_env())
+                      gpu=gpu if gpu is not None else (0 if backend != "cpu" else None), env=_worker_env(),
+                      spares=2)
 
 
 def judge_pool(backend: Backend, gpu: int | None = None) -> WorkerPool:

@@ -472,20 +472,23 @@ class Worker:
 
 
 class WorkerPool:
-    """Keeps one worker started ahead of need, preloaded, for a long-lived caller (the MCP server).
+    """Keeps `spares` workers started ahead of need, preloaded, for a long-lived caller (the MCP server).
 
     Every job still gets a fresh process that runs nothing else; only the wait for the interpreter, its
-    imports and the CUDA context moves out of the evaluation's path. Limits and environment are fixed
-    per pool; a per-call timeout may be given to `run_job`.
+    imports and the CUDA context moves out of the evaluation's path. Two spares cover an agent's `compile`
+    followed at once by `run_tests` (each takes one; both are started again while the agent reads the
+    results). Limits and environment are fixed per pool; a per-call timeout may be given to `run_job`.
     """
 
     def __init__(self, *, limits: WorkerLimits, backend: Backend, gpu: int | None = None,
-                 env: dict[str, str] | None = None, trusted: bool = True) -> None:
+                 env: dict[str, str] | None = None, trusted: bool = True, spares: int = 1) -> None:
         self.limits, self.backend, self.gpu, self.env = limits, backend, gpu, env
         self.trusted = trusted
         """A pool of judges (the evaluate and compile jobs) by default."""
+        self.size = spares
         self._lock = threading.Lock()
-        self._spare: tuple[Worker, Path] | None = None
+        self._spares: list[tuple[Worker, Path]] = []
+        self._filling = 0
         self._closed = False
         self._refill()
 
@@ -499,32 +502,45 @@ class WorkerPool:
         return worker, scratch
 
     def _refill(self) -> None:
+        """Start the spares that are missing, each in a thread of its own (a start takes a moment)."""
+        with self._lock:
+            missing = 0 if self._closed else self.size - len(self._spares) - self._filling
+            self._filling += max(missing, 0)
+
         def fill() -> None:
             started = self._start()
             with self._lock:
-                if self._closed or self._spare is not None:
+                self._filling -= 1
+                if self._closed or started is None or len(self._spares) >= self.size:
                     stale, started = started, None
                 else:
-                    self._spare, stale = started, None
+                    self._spares.append(started)
+                    stale = None
             if stale is not None:
                 stale[0].discard()
                 shutil.rmtree(stale[1], ignore_errors=True)
-        threading.Thread(target=fill, daemon=True).start()
+
+        for _ in range(max(missing, 0)):
+            threading.Thread(target=fill, daemon=True).start()
+
+    def _take(self) -> tuple[Worker, Path] | None:
+        """The oldest live spare (the furthest along its start-up); dead ones are thrown away."""
+        while True:
+            with self._lock:
+                spare = self._spares.pop(0) if self._spares else None
+            if spare is None or spare[0].alive():
+                return spare
+            spare[0].discard()
+            shutil.rmtree(spare[1], ignore_errors=True)
 
     def run_job(self, kind: str, payload: dict[str, Any], *, timeout_s: float | None = None,
                 on_progress: Callable[[dict[str, Any]], None] | None = None,
                 cancel: threading.Event | None = None) -> WorkerOutcome:
         _check_kind(kind)
-        with self._lock:
-            spare, self._spare = self._spare, None
-        if spare is None or not spare[0].alive():
-            if spare is not None:
-                spare[0].discard()
-                shutil.rmtree(spare[1], ignore_errors=True)
-            spare = self._start()
-            if spare is None:
-                return WorkerOutcome(status="infra", result=None, message="the worker could not be started",
-                                     exit_code=None, signal=None, stderr_tail="", seconds=0.0, isolation={})
+        spare = self._take() or self._start()
+        if spare is None:
+            return WorkerOutcome(status="infra", result=None, message="the worker could not be started",
+                                 exit_code=None, signal=None, stderr_tail="", seconds=0.0, isolation={})
         self._refill()
         worker, scratch = spare
         try:
@@ -535,7 +551,7 @@ class WorkerPool:
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            spare, self._spare = self._spare, None
-        if spare is not None:
-            spare[0].discard()
-            shutil.rmtree(spare[1], ignore_errors=True)
+            spares, self._spares = self._spares, []
+        for worker, scratch in spares:
+            worker.discard()
+            shutil.rmtree(scratch, ignore_errors=True)
