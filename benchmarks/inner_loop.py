@@ -9,8 +9,10 @@ on a task's expert solution, called back to back, with where each call's seconds
 Each run_tests row keeps the evaluation's phases (`Evaluation.phases`: build_s in the server, worker_s the
 judge's whole job as the server saw it, then the judge's own: load_s, check_s, oracle_s, timing_s, ...).
 
-Run: python3 benchmarks/inner_loop.py [--task triton2triton/softmax] [--repeats 7]
-Writes benchmarks/results/inner_loop_<backend>.json (a fresh, empty crucible cache for the run).
+Run: python3 benchmarks/inner_loop.py [--task triton2triton/softmax] [--repeats 7] [--gap S] [--spares N]
+  --gap S      seconds between calls (an agent reading the result); 0, the default, is back to back
+  --spares N   the served pool's number of judges started ahead (default: the server's own), to compare
+Writes benchmarks/results/inner_loop_<backend>[_<label>].json (a fresh, empty crucible cache for the run).
 """
 
 from __future__ import annotations
@@ -35,8 +37,24 @@ from crucible.toolkit.evaluation import resolve_backend  # noqa: E402
 from crucible.toolkit.task import find_task  # noqa: E402
 from crucible.toolkit.workspace import materialize  # noqa: E402
 
+SERVE_WITH_SPARES = """
+import sys
+import crucible.toolkit.evaluation as evaluation
+from crucible.toolkit.worker import WorkerPool
 
-async def timed(client: Client, tool: str, arguments: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+class Pool(WorkerPool):
+    def __init__(self, **kw):
+        super().__init__(**{**kw, "spares": SPARES})
+
+evaluation.WorkerPool = Pool
+from crucible.harness.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+"""The server with another pool size: a patch in the served process only (`--spares`)."""
+
+
+async def timed(client: Client, tool: str, arguments: dict[str, Any], gap_s: float) -> tuple[float, dict[str, Any]]:
+    await anyio.sleep(gap_s)  # the agent reading the previous result
     t0 = time.perf_counter()
     result = await client.call_tool(tool, arguments)
     seconds = time.perf_counter() - t0
@@ -56,9 +74,10 @@ async def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     assert task.spec.solution is not None
     kernel = ws / task.spec.candidate
     kernel.write_bytes(task.file(task.spec.solution).read_bytes())
-    params = StdioServerParameters(command=sys.executable, args=[
-        "-m", "crucible.harness.cli", "serve", "--task", task.id, "--workspace", str(ws),
-        "--ledger", str(root / "session" / "ledger.db")], env=dict(os.environ))
+    serve = ["serve", "--task", task.id, "--workspace", str(ws), "--ledger", str(root / "session" / "ledger.db")]
+    command = (["-m", "crucible.harness.cli", *serve] if args.spares is None
+               else ["-c", SERVE_WITH_SPARES.replace("SPARES", str(args.spares)), *serve])
+    params = StdioServerParameters(command=sys.executable, args=command, env=dict(os.environ))
     edits = iter(range(1_000_000))
 
     def edit() -> None:  # a new snapshot with the same kernel: what an agent's edit costs before its effect
@@ -66,28 +85,29 @@ async def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
 
     async with Client(params, mode="legacy") as client:
         await client.call_tool("get_task", {})
-        compile_first, _ = await timed(client, "compile", {})
-        compile_same = [(await timed(client, "compile", {}))[0] for _ in range(args.repeats)]
+        compile_first, _ = await timed(client, "compile", {}, args.gap)
+        compile_same = [(await timed(client, "compile", {}, args.gap))[0] for _ in range(args.repeats)]
         compile_edited = []
         for _ in range(3):
             edit()
-            compile_edited.append((await timed(client, "compile", {}))[0])
+            compile_edited.append((await timed(client, "compile", {}, args.gap))[0])
         edit()
-        first_s, first = await timed(client, "run_tests", {})
+        first_s, first = await timed(client, "run_tests", {}, args.gap)
         assert first["status"] == "ok" and first["correct"], first
         same, same_phases = [], []
         for _ in range(args.repeats):
-            seconds, report = await timed(client, "run_tests", {})
+            seconds, report = await timed(client, "run_tests", {}, args.gap)
             same.append(seconds)
             same_phases.append(report.get("phases", {}))
         edited, edited_phases = [], []
         for _ in range(3):
             edit()
-            seconds, report = await timed(client, "run_tests", {})
+            seconds, report = await timed(client, "run_tests", {}, args.gap)
             edited.append(seconds)
             edited_phases.append(report.get("phases", {}))
     return {
-        "task": task.id, "backend": resolve_backend("auto"), "repeats": args.repeats,
+        "task": task.id, "backend": resolve_backend("auto"), "repeats": args.repeats, "gap_s": args.gap,
+        "spares": args.spares or "server default",
         "configs_run": [c["config"] for c in first.get("configs", []) if c.get("status") != "skipped"],
         "compile": {"first_s": round(compile_first, 3), "unchanged_p50_s": round(statistics.median(compile_same), 3),
                     "unchanged_max_s": round(max(compile_same), 3),
@@ -105,6 +125,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--task", default="triton2triton/softmax")
     p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--gap", type=float, default=0.0)
+    p.add_argument("--spares", type=int, default=None)
     args = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="crucible-bench-") as tmp:
         os.environ["CRUCIBLE_CACHE"] = str(Path(tmp) / "cache")
@@ -113,7 +135,8 @@ def main() -> None:
         print(section, {k: v for k, v in figures[section].items() if not k.endswith("phases")})
     print("run_tests phases, unchanged (p50):", figures["run_tests"]["unchanged_phases_p50"])
     print("run_tests phases, after an edit (p50):", figures["run_tests"]["after_edit_phases_p50"])
-    write(f"inner_loop_{figures['backend']}", figures, "python3 " + " ".join(sys.argv))
+    label = "".join([f"_gap{args.gap:g}" if args.gap else "", f"_spares{args.spares}" if args.spares else ""])
+    write(f"inner_loop_{figures['backend']}{label}", figures, "python3 " + " ".join(sys.argv))
 
 
 if __name__ == "__main__":

@@ -137,7 +137,8 @@ class RunnerLink:
         Triton builds by content, copied into its private cache now (nothing of a kernel has run yet)."""
         self.limits, self.deadline, self.cache = limits, deadline, cache
         if cache is not None:
-            triton_cache.seed(Path(cache.store), self.scratch / "triton")
+            with contextlib.suppress(OSError):  # a cache that cannot be read costs a compile, nothing more
+                triton_cache.seed(Path(cache.store), self.scratch / "triton")
         if self.cgroup and self.backend != "cpu":
             self.cgroup.set_limits(memory_mb=limits.memory_mb, max_processes=limits.max_processes)
         elif self.cgroup:
@@ -306,7 +307,8 @@ class RunnerLink:
         if self.cgroup:
             self.cgroup.remove()
         if self.cache is not None and self.cache.keep:  # every process of the runner is gone by now
-            triton_cache.harvest(self.scratch / "triton", Path(self.cache.store))
+            with contextlib.suppress(OSError):  # nothing kept: the next runner compiles again
+                triton_cache.harvest(self.scratch / "triton", Path(self.cache.store))
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
