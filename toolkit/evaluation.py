@@ -351,8 +351,9 @@ def compile_snapshot(task: Task, snapshot: Snapshot, backend: Backend | Literal[
     if not get_toolchain(task.spec.language).traced_build or not result.ok:
         return result
     # The same snapshot of the same task traces the same way: answer from the earlier trace, no runner.
+    # Its root is in the key too: a trace's log may name its files, and another session's path is not this one's.
     key = content_key("traced", task.id, json.dumps(task.spec.visible(), sort_keys=True), snapshot.digest,
-                      result.target.model_dump_json())
+                      str(snapshot.root), result.target.model_dump_json())
     earlier = cached_trace(build_dir(), key)
     if earlier is not None:
         return earlier.model_copy(update={"seconds": result.seconds})
