@@ -123,7 +123,13 @@ def choose_devices(backend: Backend, wanted: list[int] | None,
         if wanted:
             raise DeviceError("--gpus needs a GPU backend; this run is on the cpu backend (no GPU found)")
         return []
-    devices = listed(backend)
+    try:
+        devices = listed(backend)
+    except DeviceError:
+        if not wanted:
+            raise
+        # no listing (a driver without its tool): the GPUs asked for, by index
+        return [Device(index=g, name=f"{backend} GPU {g}") for g in wanted]
     if not devices:
         raise DeviceError(f"the {backend} backend found no GPU on this host; check the driver "
                           "(nvidia-smi / rocm-smi) or run on the cpu backend")

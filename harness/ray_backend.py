@@ -258,7 +258,7 @@ class RayScoring:
         other = sorted({f"{i.host} GPU {i.gpu}" for i in infos if i.evaluator_digest != evaluator_digest()})
         if other:
             for actor in actors:
-                ray.kill(actor)
+                stop_evaluator(ray, actor)
             if owns:
                 ray.shutdown()
             raise RayUnavailable(f"the evaluators on {', '.join(other)} run another version of the engine "
@@ -298,7 +298,7 @@ class RayScoring:
     def _retire(self, actor: Any) -> None:
         with self._lock:
             self._alive[id(actor)] = False
-        self.ray.kill(actor)
+        stop_evaluator(self.ray, actor)
 
     def order(self, task: Task, files: dict[str, str], *, expected_hash: str | None = None,
               timeout_s: float | None = None) -> EvalOrder:
@@ -338,6 +338,9 @@ class RayScoring:
                 self._retire(actor)
                 notes.append(f"the evaluator on {info.host} GPU {info.gpu} died: {str(exc).splitlines()[0][:200]}")
                 continue
+            except BaseException:  # a bug of ours or an interrupt: the evaluator stays in rotation
+                self._idle[kind].put(taken)
+                raise
             if is_device_fault(verdict.evaluation):
                 self._retire(actor)
                 notes.append(f"GPU {info.gpu} on {info.host} failed and left rotation")
@@ -374,9 +377,7 @@ class RayScoring:
     def close(self) -> None:
         for actor, _ in self.evaluators:
             if self._alive.get(id(actor)):
-                with contextlib.suppress(self.ray.exceptions.RayError, TimeoutError):  # already gone
-                    self.ray.get(actor.close.remote(), timeout=30)
-                self.ray.kill(actor)
+                stop_evaluator(self.ray, actor)
         if self.owns_cluster:
             self.ray.shutdown()
 
@@ -384,6 +385,14 @@ class RayScoring:
 def _infra(message: str, attempts: int, notes: list[str]) -> Placed:
     return Placed(score=Score(verdict="infra_error", message=message, evaluator_version=EVALUATOR_VERSION),
                   evaluation=None, placement=Placement(attempts=attempts, note="; ".join(notes)))
+
+
+def stop_evaluator(ray: Any, actor: Any) -> None:
+    """Close its judge pools, then kill it: a judge started ahead does not die with its parent, so an
+    evaluator that is only killed would leave one behind."""
+    with contextlib.suppress(ray.exceptions.RayError, TimeoutError):  # already gone
+        ray.get(actor.close.remote(), timeout=30)
+    ray.kill(actor)
 
 
 def start_evaluators(ray: Any, limit: int | None = None) -> list[Any]:

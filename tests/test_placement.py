@@ -78,6 +78,13 @@ def test_asked_gpus_must_be_on_the_host_and_none_asked_means_all() -> None:
         choose_devices("cpu", [0], listed)
     assert choose_devices("cpu", None, listed) == []
 
+    def unlisted(backend: str) -> list[Device]:
+        raise DeviceError("cannot list the cuda GPUs of this host; pass them with --gpus 0,1,...")
+
+    assert choose_devices("cuda", [1], unlisted) == [Device(index=1, name="cuda GPU 1")]
+    with pytest.raises(DeviceError, match="pass them with --gpus"):
+        choose_devices("cuda", None, unlisted)
+
 
 def test_evaluations_spread_over_every_gpu_and_never_two_on_one_at_a_time() -> None:
     placer = Placer("cuda", gpus(3))
