@@ -13,6 +13,12 @@
       launch bound   from the same: the baseline's median per config against LAUNCH_BOUND_US
       no false alarm from the same: no runtime defence (toolkit/integrity.py) fires on the expert solution
       stub           torch2X: the stub must fail (raise NotImplementedError), never pass
+      imported tasks (an imported.json beside task.toml, written by `crucible import`), without an expert:
+        baselines    in the reference job, on the smallest visible config on the CPU: eager PyTorch within
+                     the tolerance of the float64 oracle, and torch.compile of the reference within the
+                     tolerance of eager
+        hidden       every hidden config changes every size the importer found
+        solution     `skipped` until an expert solution is named in task.toml
 
 On the cpu backend CUDA/HIP files are only compiled (for sm_90) and Triton runs in the interpreter on the
 configs small enough for it (evaluation.CPU_MAX_ELEMENTS); what was not checked is reported `skipped`,
@@ -21,6 +27,7 @@ with the reason. A task passes when no check fails; `warn` and `skipped` do not 
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
 import statistics
@@ -68,6 +75,9 @@ CONSTANT_GUESS_WARN = 0.99
 CPU_MAX_BYTES = 1 << 25
 """On the CPU, configs moving more compulsory bytes than this are left to the GPU."""
 
+IMPORT_RECORD = "imported.json"
+"""Written by `crucible import` beside an imported task's task.toml: its sizes and fixed numbers."""
+
 CheckStatus = Literal["pass", "warn", "fail", "skipped"]
 
 
@@ -77,8 +87,8 @@ class Model(BaseModel):
 
 class Check(Model):
     name: str
-    """reference_deterministic, reference_not_degenerate, float64_oracle, baseline_correct,
-    solution_correct, solution_faster, launch_overhead, no_false_alarm, stub_rejected, loads."""
+    """reference_deterministic, reference_not_degenerate, float64_oracle, baselines_correct (imported),
+    hidden_configs_differ (imported), baseline_correct, solution_correct, solution_faster, launch_overhead, no_false_alarm, stub_rejected, loads."""
     status: CheckStatus
     message: str
     figures: dict[str, Any] = Field(default_factory=dict)
@@ -181,7 +191,56 @@ def run_reference_checks(payload: dict, progress: Callable[[dict], None]) -> dic
         if device.type == "cuda":
             torch.cuda.empty_cache()
     oracle = payload.get("oracle_config")
-    return {"configs": rows, "oracle": _float64_probe(task, ref, task.config(oracle)) if oracle else None}
+    result = {"configs": rows, "oracle": _float64_probe(task, ref, task.config(oracle)) if oracle else None}
+    if payload.get("baselines") and oracle:
+        progress({"stage": "baselines", "config": oracle})
+        result["baselines"] = _baseline_probe(task, ref, task.config(oracle))
+    return result
+
+
+def _baseline_probe(task: Task, ref: ModuleType, config: Config) -> dict:
+    """Imported torch2X tasks, on the CPU: eager PyTorch (the reference) within tolerance of the float64
+    oracle, and `torch.compile` of it within tolerance of eager. Each: {"ok", "detail"} or {"error"}."""
+    import torch
+
+    from .judge.cases import Case
+    from .oracles import OracleError, float64_reference
+    from .task import resolve_dtype
+
+    case = Case(task, ref, config, 0, torch.device("cpu"))
+    names = [o.name for o in task.spec.signature.outputs]
+
+    def outs(value: Any) -> list[Any]:
+        return list(value) if isinstance(value, tuple | list) else [value]
+
+    def compare(got: list[Any], want: list[Any]) -> dict:
+        worst = []
+        for spec, g, w in zip(task.spec.signature.outputs, got, want, strict=True):
+            tol = task.spec.tolerance.for_dtype(resolve_dtype(spec.dtype, config))
+            g64, w64 = g.detach().to(torch.float64), w.detach().to(torch.float64)
+            bad = ~torch.isclose(g64, w64, atol=tol.atol, rtol=tol.rtol, equal_nan=True)
+            worst.append(f"{spec.name}: {int(bad.sum())} of {bad.numel()} elements out of tolerance")
+            if bool(bad.any()):
+                return {"ok": False, "detail": "; ".join(worst)}
+        return {"ok": True, "detail": "; ".join(worst)}
+
+    with torch.no_grad():
+        eager = outs(ref.reference(*case.inputs, **case.params))
+    result: dict = {"config": config.name}
+    try:
+        result["eager"] = compare(eager, float64_reference(ref.reference, case.inputs, case.params, names))
+    except OracleError as exc:
+        result["eager"] = {"error": str(exc)}
+    try:
+        import torch._dynamo
+
+        torch._dynamo.reset()
+        compiled = torch.compile(ref.reference)
+        with torch.no_grad():
+            result["compile"] = compare(outs(compiled(*case.inputs, **case.params)), eager)
+    except Exception as exc:  # inductor on this machine (no compiler, an unsupported op): reported, not raised
+        result["compile"] = {"error": f"{type(exc).__name__}: {str(exc)[:500]}"}
+    return result
 
 
 def _float64_probe(task: Task, ref: ModuleType, config: Config) -> dict:
@@ -233,6 +292,7 @@ def _configs_here(task: Task, backend: Backend) -> tuple[list[str], list[str]]:
 
 
 REFERENCE_CHECKS = ("reference_deterministic", "reference_not_degenerate", "float64_oracle")
+IMPORTED_CHECKS = ("baselines_correct",)
 
 
 def _reference_checks(task: Task, backend: Backend) -> list[Check]:
@@ -240,7 +300,8 @@ def _reference_checks(task: Task, backend: Backend) -> list[Check]:
     skip_note = f"; {len(skipped)} configs too large for the CPU skipped" if skipped else ""
     if not names:
         msg = "every config is too large for the CPU; run on a GPU"
-        return [Check(name=n, status="skipped", message=msg) for n in REFERENCE_CHECKS]
+        names_ = REFERENCE_CHECKS + (IMPORTED_CHECKS if imported_record(task) is not None else ())
+        return [Check(name=n, status="skipped", message=msg) for n in names_]
     smallest = min(task.configs("visible"), key=lambda c: output_elements(task, c))
     gpu = None if backend == "cpu" else 0
     # Under the device's lease like every evaluation: tasks validated side by side must not share the GPU
@@ -248,14 +309,16 @@ def _reference_checks(task: Task, backend: Backend) -> list[Check]:
     with gpu_lease(backend, gpu), tempfile.TemporaryDirectory(prefix="crucible-validate-") as scratch:
         outcome = run_job("validate_reference",
                           {"task_root": str(task.root), "configs": names, "backend": backend,
-                           "oracle_config": smallest.name if fits_cpu(task, smallest) else None},
+                           "oracle_config": smallest.name if fits_cpu(task, smallest) else None,
+                           "baselines": imported_record(task) is not None},
                           limits=_limits(task, None), backend=backend, gpu=gpu,
                           scratch=Path(scratch), env=_worker_env())
     if outcome.status != "ok" or outcome.result is None:
         msg = f"the reference could not run ({outcome.status}): {outcome.message}"
         if outcome.stderr_tail:
             msg += "\n" + outcome.stderr_tail[-1500:]
-        return [Check(name=n, status="fail", message=msg) for n in REFERENCE_CHECKS]
+        names_ = REFERENCE_CHECKS + (IMPORTED_CHECKS if imported_record(task) is not None else ())
+        return [Check(name=n, status="fail", message=msg) for n in names_]
     rows = outcome.result["configs"]
     figures = {"configs_checked": len(rows), "configs_skipped": skipped}
 
@@ -297,7 +360,62 @@ def _reference_checks(task: Task, backend: Backend) -> list[Check]:
     else:
         deg = Check(name="reference_not_degenerate", status="pass", figures=figures,
                     message=f"outputs finite, varied and input-dependent on {len(rows)} configs{skip_note}")
-    return [det, deg, _oracle_check(task, outcome.result.get("oracle"))]
+    checks = [det, deg, _oracle_check(task, outcome.result.get("oracle"))]
+    if imported_record(task) is not None:
+        checks.append(_baselines_check(outcome.result.get("baselines")))
+    return checks
+
+
+def imported_record(task: Task) -> dict | None:
+    """What `crucible import` decided (imported.json), for a task it wrote; None for a hand-written task."""
+    path = task.root / IMPORT_RECORD
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _baselines_check(probe: dict | None) -> Check:
+    """Imported torch2X: the baselines a run compares against must themselves be correct."""
+    if probe is None:
+        return Check(name="baselines_correct", status="skipped",
+                     message="no visible config is small enough for the CPU; run on a GPU")
+    figures = {k: v for k, v in probe.items()}
+    where = f"on {probe['config']} (CPU)"
+    eager, compiled = probe["eager"], probe["compile"]
+    if "error" in eager:
+        return Check(name="baselines_correct", status="warn", figures=figures,
+                     message=f"no float64 oracle to check eager PyTorch against {where}: {eager['error'][:300]}")
+    if not eager["ok"]:
+        return Check(name="baselines_correct", status="fail", figures=figures,
+                     message=f"eager PyTorch is not within the tolerance of the float64 reference {where}: "
+                     f"{eager['detail']}; widen the task's [tolerance] (with a reason) or fix the reference")
+    if "error" in compiled:
+        return Check(name="baselines_correct", status="warn", figures=figures,
+                     message=f"eager PyTorch within tolerance of float64 {where}; torch.compile could not run: "
+                     f"{compiled['error'][:300]}")
+    if not compiled["ok"]:
+        return Check(name="baselines_correct", status="fail", figures=figures,
+                     message=f"torch.compile of the reference differs from eager beyond the tolerance {where}: "
+                     f"{compiled['detail']}")
+    return Check(name="baselines_correct", status="pass", figures=figures,
+                 message=f"eager PyTorch within tolerance of float64, torch.compile within tolerance of eager {where}")
+
+
+def _hidden_configs_check(task: Task, record: dict) -> Check:
+    """Imported tasks: every hidden config changes every size, so no hard-coded size passes them all."""
+    sizes = [s for s in record.get("sizes", []) if s not in record.get("follows", {})]
+    visible = task.configs("visible")[0].values
+    hidden = task.configs("hidden")
+    same = {c.name: [s for s in sizes if c.values.get(s) == visible.get(s)] for c in hidden}
+    same = {k: v for k, v in same.items() if v}
+    figures = {"hidden": len(hidden), "sizes": sizes, "unchanged": same}
+    if not sizes or not hidden:
+        return Check(name="hidden_configs_differ", status="fail", figures=figures,
+                     message=f"{len(hidden)} hidden configs over {len(sizes)} sizes: import the problem again")
+    if same:
+        return Check(name="hidden_configs_differ", status="fail", figures=figures,
+                     message="hidden configs that leave a size at its visible value: "
+                     + "; ".join(f"{k}: {', '.join(v)}" for k, v in same.items()) + "; edit the rules and import again")
+    return Check(name="hidden_configs_differ", status="pass", figures=figures,
+                 message=f"{len(hidden)} hidden configs, each changing all {len(sizes)} sizes ({', '.join(sizes)})")
 
 
 def _oracle_check(task: Task, probe: dict | None) -> Check:
@@ -511,6 +629,10 @@ def validate(task: Task, backend: Backend | Literal["auto"] = "auto", *, seeds: 
 
     def solution() -> tuple[Check, Evaluation | None]:
         file = task.spec.solution
+        if file is None and imported_record(task) is not None:
+            return Check(name="solution_correct", status="skipped",
+                         message="imported, no expert solution yet: the checks above prove what can be proved "
+                         "without one; write one and name it in task.toml's `solution` to check speed"), None
         if file is None:
             return Check(name="solution_correct", status="fail",
                          message="imported, needs an expert solution: write one (correct on every config, "
@@ -534,6 +656,9 @@ def validate(task: Task, backend: Backend | Literal["auto"] = "auto", *, seeds: 
             base, stub_check = base_f.result(), stub_f.result()
             sol, sol_eval = sol_f.result()
     checks.append(base)
+    record = imported_record(task)
+    if record is not None:
+        checks.append(_hidden_configs_check(task, record))
     checks.append(sol)
     if sol_eval is not None and sol_eval.device is not None:
         device = sol_eval.device.name

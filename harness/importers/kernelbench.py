@@ -31,6 +31,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from crucible.toolkit.validation import IMPORT_RECORD as RECORD
+
 from . import ImporterError
 from .kernelbench_rules import DEFAULT_RULES, Rules, load_rules
 from .kernelbench_trace import Analysis, RefusalReason
@@ -40,7 +42,6 @@ C_TYPES = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16",
            "int64": "int64_t", "int32": "int32_t", "int8": "int8_t", "uint8": "uint8_t", "bool": "bool"}
 TRACE_TIMEOUT_S = 600
 LANG_TITLE = {"triton": "Triton", "cuda": "CUDA"}
-RECORD = "imported.json"
 GLUE_MARKER = "# ---------------------------------------------------------------- task glue, by `crucible import kernelbench`"
 
 
@@ -298,7 +299,7 @@ def _problem(config: dict) -> dict:
     if key not in _NAMESPACES:
         source = _Path(__file__).read_text().partition("\\n{marker}\\n")[0]
         overrides = {{name: config[k] for k, name in _NUMBERS.items()}}
-        ns: dict = {{"__name__": "kernelbench_problem", "__file__": __file__}}
+        ns: dict = {{"__name__": __name__, "__file__": __file__}}  # classes named after an importable module
         for stmt in _ast.parse(source).body:
             exec(compile(_ast.Module([stmt], type_ignores=[]), __file__, "exec"), ns)  # noqa: S102
             targets = stmt.targets if isinstance(stmt, _ast.Assign) else [getattr(stmt, "target", None)]
@@ -546,7 +547,20 @@ def import_batch(paths: list[Path], out: Path, category: str = "torch2triton", r
             sizes=[plan.keys[v.name] for v in analysis.variables if v.role == "size"],
             fixed=[plan.keys[v.name] for v in analysis.variables if v.role == "fixed"], dropped=analysis.dropped,
             message=str(folder)))
+    if any(o.status == "imported" for o in outcomes):
+        write_suites(Path(out))
     return outcomes
+
+
+def write_suites(out: Path) -> None:
+    """A suites.toml for a folder of imported tasks (kept when there is one), so that
+    `CRUCIBLE_TASKS=<out> crucible run --suite kernelbench-l1` finds the suite."""
+    from ..suites import SUITES_FILE, suite_entries
+
+    path = out / SUITES_FILE
+    if not path.exists():
+        path.write_text("# Written by `crucible import kernelbench`: the suites of the imported tasks.\n\n"
+                        + suite_entries(["core", "kernelbench-l1", "kernelbench-l2"]))
 
 
 def import_problems(paths: list[Path], out: Path, category: str = "torch2triton", rules: Path | None = None,
