@@ -16,8 +16,17 @@ from pathlib import Path
 import pytest
 
 from crucible.harness.cli import main
-from crucible.harness.ray_backend import RayScoring, RayUnavailable, require_ray
+from crucible.harness.models import Placement, Score
+from crucible.harness.ray_backend import (
+    EvalOrder,
+    EvaluatorInfo,
+    EvalVerdict,
+    RayScoring,
+    RayUnavailable,
+    require_ray,
+)
 from crucible.harness.store import STORE_FILE, Store
+from crucible.toolkit.results import Evaluation
 from crucible.toolkit.task import find_task
 
 HERE = Path(__file__).resolve().parent
@@ -39,6 +48,93 @@ def test_without_ray_the_error_says_how_to_install_it(monkeypatch: pytest.Monkey
 def test_the_cli_needs_no_ray_to_start() -> None:
     code = "import sys; import crucible.harness.cli, crucible.harness.run; sys.exit('ray' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], timeout=120).returncode == 0
+
+
+# ---------------------------------------------------------------- the head's routing, with a stand-in for Ray
+
+
+class FakeRay:
+    """What RayScoring calls of Ray: an order's reference is a function that answers it (or raises)."""
+
+    class exceptions:  # noqa: N801 - Ray's own spelling
+        RayError = RuntimeError
+        RayActorError = type("RayActorError", (RuntimeError,), {})
+
+    def wait(self, refs: list, timeout: float) -> tuple[list, list]:
+        return refs, []
+
+    def get(self, ref: object, timeout: float | None = None) -> object:
+        return ref() if callable(ref) else ref
+
+    def kill(self, actor: FakeEvaluator) -> None:
+        actor.killed = True
+
+
+class FakeEvaluator:
+    """Answers each order with the next of `answers`: a verdict's status and message, or "dies"."""
+
+    def __init__(self, *answers: str) -> None:
+        self.answers, self.orders, self.killed = list(answers), 0, False
+        outer = self
+
+        class Method:
+            def __init__(self, name: str) -> None:
+                self.name = name
+
+            def remote(self, *args: object) -> object:
+                return outer.answer if self.name == "score" else (lambda: None)
+
+        self.score, self.close, self.cancel = Method("score"), Method("close"), Method("cancel")
+
+    def answer(self) -> dict:
+        self.orders += 1
+        answer = self.answers.pop(0)
+        if answer == "dies":
+            raise FakeRay.exceptions.RayActorError("The actor died unexpectedly before finishing this task.")
+        status, _, message = answer.partition(":")
+        evaluation = Evaluation(task="t", snapshot="s", backend="cuda", status=status, message=message,  # type: ignore[arg-type]
+                                seconds=1.0)
+        verdict = "pass" if status == "ok" else "infra_error"
+        return EvalVerdict(score=Score(verdict=verdict, message=message), evaluation=evaluation,
+                           placement=Placement(gpu=0, gpu_name="H200", host="node")).model_dump(mode="json")
+
+
+def fake_cluster(*evaluators: tuple[FakeEvaluator, str]) -> RayScoring:
+    infos = [EvaluatorInfo(backend=kind, gpu=i, gpu_name=kind, host=f"node{i}", evaluator_digest="d")  # type: ignore[arg-type]
+             for i, (_, kind) in enumerate(evaluators)]
+    return RayScoring(FakeRay(), [(e, i) for (e, _), i in zip(evaluators, infos, strict=True)], "cuda", "fake", False)
+
+
+def an_order(scoring: RayScoring) -> EvalOrder:
+    return EvalOrder(id="1", task=TASK, task_digest="t", evaluator_digest="d", files={"kernel.py": ""})
+
+
+def test_an_evaluator_that_dies_leaves_rotation_and_the_order_runs_on_another() -> None:
+    dead, alive = FakeEvaluator("dies"), FakeEvaluator("ok:right", "ok:right")
+    scoring = fake_cluster((dead, "cuda"), (alive, "cuda"))
+    placed = scoring.send(find_task(TASK, FIXTURES), an_order(scoring))
+    assert placed.score.verdict == "pass" and placed.placement.attempts == 2
+    assert "died" in placed.placement.note and dead.killed and not alive.killed
+    again = scoring.send(find_task(TASK, FIXTURES), an_order(scoring))
+    assert again.placement.attempts == 1 and dead.orders == 1, "a dead evaluator takes no more orders"
+
+
+def test_an_evaluator_whose_gpu_fails_is_retired_and_retries_stop_at_the_cap() -> None:
+    fault = "infra:CUDA error: GPU is lost (Xid 79)"
+    evaluators = [FakeEvaluator(fault) for _ in range(4)]
+    scoring = fake_cluster(*((e, "cuda") for e in evaluators))
+    placed = scoring.send(find_task(TASK, FIXTURES), an_order(scoring))
+    assert placed.score.verdict == "infra_error" and placed.placement.attempts == 3
+    assert sum(e.killed for e in evaluators) == 3 and sum(e.orders for e in evaluators) == 3
+    assert placed.placement.note.count("left rotation") == 3
+
+
+def test_a_hip_task_goes_to_an_amd_evaluator_and_else_runs_as_hip_on_cuda_and_says_so() -> None:
+    hip, triton = find_task("hip2hip/gemv_fp32"), find_task(TASK, FIXTURES)
+    mixed = fake_cluster((FakeEvaluator(), "cuda"), (FakeEvaluator(), "rocm"))
+    assert mixed._kind(hip) == ("rocm", "") and mixed._kind(triton) == ("cuda", "")
+    nvidia = fake_cluster((FakeEvaluator(), "cuda"))
+    assert nvidia._kind(hip) == ("cuda", "HIP on CUDA: the cluster has no AMD GPU")
 
 
 # ---------------------------------------------------------------- on a local cluster
