@@ -12,7 +12,9 @@
 #   bench     timing repeatability and accuracy, tool turnaround, the MCP round trip
 #   integrity the runtime defences' cost on every expert solution, and their false alarms (none expected)
 #   profiler  what a profiler session costs in a fresh worker, and a cProfile of one evaluation
-#   mcp       the MCP round trip alone (get_task over stdio; what run_tests adds over the engine)
+#   mcp       the MCP round trip alone (get_task over stdio; what run_tests adds over the engine), and the
+#             agent's inner loop: compile and run_tests on softmax's expert, back to back and 5 s apart,
+#             with every call's phases (benchmarks/inner_loop.py)
 #   judge     the judge/runner split: tests/test_gpu.py without the per-task tests, then the timer's
 #             repeatability and agreement with ncu and with the judge (benchmarks/judged_timing.py)
 #   redteam   every red-team cheat scored on the GPU (tests/test_redteam.py -m gpu)
@@ -78,13 +80,16 @@ for s in ${steps//,/ }; do
     profiler)
       step profiler-cost python3 benchmarks/profiler_cost.py ;;
     mcp)
-      step bench-mcp python3 benchmarks/mcp_roundtrip.py "$@" ;;
+      step bench-mcp python3 benchmarks/mcp_roundtrip.py "$@"
+      step bench-inner-loop python3 benchmarks/inner_loop.py
+      step bench-inner-loop-gap python3 benchmarks/inner_loop.py --gap 5 ;;
     bench)
       step bench-repeatability python3 benchmarks/timing_repeatability.py
       step bench-accuracy python3 benchmarks/timing_accuracy.py
       step bench-turnaround python3 benchmarks/tool_turnaround.py --tasks triton2triton/softmax cuda2cuda/rmsnorm \
         torch2triton/silu_and_mul
-      step bench-mcp python3 benchmarks/mcp_roundtrip.py ;;
+      step bench-mcp python3 benchmarks/mcp_roundtrip.py
+      step bench-inner-loop python3 benchmarks/inner_loop.py ;;
     run)  # RESUME=1 goes on with a run folder carried back from an earlier call (crucible-runs/gpu)
       run_dir=crucible-runs/gpu
       resume=()
