@@ -1,10 +1,10 @@
 """The agent's inner loop through the MCP server over stdio, as an agent sees it: `compile` and `run_tests`
 on a task's expert solution, called back to back, with where each call's seconds go.
 
-    compile   first call (nothing cached), then the unchanged workspace (goal on the CPU: <= 0.3 s), then
-              after an edit (a new snapshot: the trace runs again)
-    run_tests first call, then the unchanged workspace (p50; goals: no slower than 1.7 s on the CPU,
-              <= 1.5 s on the H200, first call <= 4 s there), then after an edit (a new snapshot)
+    compile   first call (nothing cached), then the unchanged workspace (goal on the CPU: <= 0.3 s)
+    run_tests first call (after that compile), then the unchanged workspace (p50; goals: no slower than
+              1.7 s on the CPU, <= 1.5 s on the H200, first call <= 4 s there)
+    edit      then compile, then run_tests, three times: a new snapshot each time
 
 Each run_tests row keeps the evaluation's phases (`Evaluation.phases`: build_s in the server, worker_s the
 judge's whole job as the server saw it, then the judge's own: load_s, check_s, oracle_s, timing_s, ...).
@@ -83,15 +83,10 @@ async def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     def edit() -> None:  # a new snapshot with the same kernel: what an agent's edit costs before its effect
         kernel.write_text(kernel.read_text() + f"\n# edit {next(edits)}\n")
 
-    async with Client(params, mode="legacy") as client:
+    async with Client(params, mode="legacy") as client:  # an agent's session: look, compile, test, edit
         await client.call_tool("get_task", {})
         compile_first, _ = await timed(client, "compile", {}, args.gap)
         compile_same = [(await timed(client, "compile", {}, args.gap))[0] for _ in range(args.repeats)]
-        compile_edited = []
-        for _ in range(3):
-            edit()
-            compile_edited.append((await timed(client, "compile", {}, args.gap))[0])
-        edit()
         first_s, first = await timed(client, "run_tests", {}, args.gap)
         assert first["status"] == "ok" and first["correct"], first
         same, same_phases = [], []
@@ -99,9 +94,10 @@ async def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             seconds, report = await timed(client, "run_tests", {}, args.gap)
             same.append(seconds)
             same_phases.append(report.get("phases", {}))
-        edited, edited_phases = [], []
-        for _ in range(3):
+        compile_edited, edited, edited_phases = [], [], []
+        for _ in range(3):  # edit, compile, test: the new snapshot's kernels are built once, by the compile
             edit()
+            compile_edited.append((await timed(client, "compile", {}, args.gap))[0])
             seconds, report = await timed(client, "run_tests", {}, args.gap)
             edited.append(seconds)
             edited_phases.append(report.get("phases", {}))
