@@ -272,11 +272,11 @@ def test_the_trace_allocates_nothing_and_the_problems_own_shape_stays_visible(ba
 
 def test_hidden_configs_over_the_byte_caps_are_dropped_with_the_reason(tmp_path: Path) -> None:
     rules = tmp_path / "rules.toml"
-    text = DEFAULT_RULES.read_text().replace("max_output_bytes = 4_294_967_296", "max_output_bytes = 40_000")
+    text = DEFAULT_RULES.read_text().replace("max_output_bytes = 4_294_967_296", "max_output_bytes = 2_000")
     rules.write_text(text)
     folder, _, analysis = import_problem(LEVEL2 / "3_Matmul_Dropout.py", tmp_path / "out", rules=rules)
     assert any(d.startswith("double: outputs need") for d in analysis.dropped)
-    assert all(c.values["batch_size"] * c.values["out_features"] * 4 <= 40_000
+    assert all(c.values["batch_size"] * c.values["out_features"] * 4 <= 2_000
                for c in load_task(folder).configs("hidden"))
 
 
