@@ -105,38 +105,40 @@ def main() -> None:
     backend = resolve_backend("auto")
     task = find_task(args.task)
     source = task.file(task.spec.solution or "").read_text()
-    figures: dict = {"backend": backend, "task": task.id, "requests": args.n,
-                     "suite": os.path.relpath(task.root.parent.parent, ROOT)}
+    figures: dict = {"backend": backend, "task": task.id, "suite": os.path.relpath(task.root.parent.parent, ROOT)}
+    command = "python3 " + " ".join(sys.argv)
 
     out = RESULTS / f"reward_service_{backend}.json"
     if args.overhead_only and out.exists():
-        figures = {**json.loads(out.read_text())["figures"], **figures}
+        earlier = json.loads(out.read_text())
+        figures = {**earlier["figures"], **figures}
+        command = f"{earlier['command'].split(' ; then ')[0]} ; then {command}"
     else:
         local = LocalScoring()
         one_at_a_time(task, source, 1, local)  # warm: builds cached, a judge started ahead
         total, _, verdicts = one_at_a_time(task, source, args.n, local)
         local.close()
-        figures["one_at_a_time"] = {"seconds": round(total, 2), "verdicts_per_min": per_minute(args.n, total),
+        figures["one_at_a_time"] = {"requests": args.n, "seconds": round(total, 2), "verdicts_per_min": per_minute(args.n, total),
                                     "verdicts": verdicts}
         print(f"one at a time: {figures['one_at_a_time']}", flush=True)
         with RewardService.local() as service:
             batch(service, task, source, 1)
             total, verdicts = batch(service, task, source, args.n)
-        figures["service_local"] = {"seconds": round(total, 2), "verdicts_per_min": per_minute(args.n, total),
+        figures["service_local"] = {"requests": args.n, "seconds": round(total, 2), "verdicts_per_min": per_minute(args.n, total),
                                     "verdicts": verdicts}
         print(f"service, local: {figures['service_local']}", flush=True)
     try:
         from crucible.harness.ray_backend import RayScoring
     except ImportError:
         print("no Ray: pip install 'kernel-crucible[ray]' for the Ray figures")
-        write(f"reward_service_{backend}", figures, "python3 " + " ".join(sys.argv))
+        write(f"reward_service_{backend}", figures, command)
         return
     with RewardService.on_ray(f"local:{args.gpus}") as service:
         ray_scoring: RayScoring = service.scorer  # type: ignore[assignment]
         batch(service, task, source, args.gpus)  # warm every evaluator
         if not args.overhead_only:
             total, verdicts = batch(service, task, source, args.n)
-            figures["service_ray"] = {"seconds": round(total, 2), "verdicts_per_min": per_minute(args.n, total),
+            figures["service_ray"] = {"requests": args.n, "seconds": round(total, 2), "verdicts_per_min": per_minute(args.n, total),
                                       "evaluators": len(ray_scoring.evaluators), "verdicts": verdicts}
             print(f"service, Ray: {figures['service_ray']}", flush=True)
         order = ray_scoring.order(task, {task.spec.candidate: source})
@@ -161,7 +163,7 @@ def main() -> None:
         "order_bookkeeping_ms_median": bookkeeping_ms(task, source),
         "pairs": args.n, "settle_s": args.settle, "goal_ms": 50, "verdicts": verdicts}
     print(f"Ray overhead: {figures['ray_overhead']}", flush=True)
-    write(f"reward_service_{backend}", figures, "python3 " + " ".join(sys.argv))
+    write(f"reward_service_{backend}", figures, command)
 
 
 if __name__ == "__main__":
