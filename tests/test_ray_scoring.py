@@ -182,7 +182,7 @@ def test_rays_own_cost_per_order_is_under_50_ms(cluster: RayScoring, monkeypatch
     assert statistics.median(times) < 0.050, times
 
 
-def test_a_cancelled_order_ends_as_infra_error_and_its_evaluator_takes_the_next(
+def test_a_cancelled_order_ends_as_infra_error_and_its_evaluator_stays_in_rotation(
         cluster: RayScoring, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CRUCIBLE_TASKS", str(FIXTURES))
     task = find_task(TASK)
