@@ -157,7 +157,7 @@ def _relu(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     tl.store(y_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=mask), 0.0), mask=mask)
 
 
-def entry(x: torch.Tensor, out: torch.Tensor) -> None:
+def entry(x: torch.Tensor, out: torch.Tensor, *, batch_size: int, dim: int) -> None:
     _relu[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
 '''
 
