@@ -457,11 +457,8 @@ class Evaluation:
             flush = flusher(device)
             reset_persisting_l2(device)
             checked = self.job.integrity != "off"
-            # Warm-up: JIT compiles, autotuning, clocks. The interpreter has none of these; one call brings in
-            # what a first call loads (the candidate is warm from its checks already).
-            warmup = 3 if device.type == "cuda" else 1
-            for s in subjects:
-                self._batch(s, fresh, params, warmup, flush, checked=False)
+            for s in subjects:  # warm-up: JIT compiles, autotuning, clocks
+                self._batch(s, fresh, params, 3, flush, checked=False)
                 s.bound.reported_us.clear(), s.bound.judged_us.clear(), s.bound.flush_us.clear()
             with self._guard(trusted):
                 empty_judged, empty_reported = empty_call_us(trusted, flush)
