@@ -309,8 +309,9 @@ def add_run_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def _placement_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpus", help="the GPUs of this host to score on, such as 0,1,3 (default: every visible "
                    "one); one evaluation per GPU at a time")
-    p.add_argument("--ray", metavar="ADDRESS", help="score on a Ray cluster's GPUs instead (an address, or "
-                   "auto); needs pip install 'kernel-crucible[ray]'")
+    p.add_argument("--ray", metavar="ADDRESS", help="score on a Ray cluster's GPUs instead: its address, auto "
+                   "(the one `ray start` made here), or local[:N] (a cluster started here for the run, with N "
+                   "GPUs declared); needs pip install 'kernel-crucible[ray]'")
 
 
 def cmd_mcp_config(args: argparse.Namespace) -> int:
