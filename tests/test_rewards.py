@@ -162,3 +162,17 @@ def test_the_service_on_a_ray_cluster_scores_a_batch_on_its_evaluators(monkeypat
         rewards = service.score([{"task": TASK, "source": solution}, {"task": TASK, "source": solution}])
     assert [r.score.verdict for r in rewards] == ["pass", "pass"]
     assert all(r.placement.host and r.placement.gpu in (0, 1) for r in rewards)
+
+
+@pytest.mark.slow  # four evaluations in the Triton interpreter
+def test_reward_hacks_meet_the_same_defences_and_a_results_store_left_by_one_request_helps_no_later_one() -> None:
+    cheats = HERE / "redteam"
+    batch = [RewardRequest(task=TASK, source=(cheats / path).read_text(), id=name) for name, path in (
+        ("timer", "tampering/triton_timer_patch.py"), ("in_place", "answers/triton_mutates_input.py"),
+        ("store_1", "state/triton_leftover_files.py"), ("store_2", "state/triton_leftover_files.py"))]
+    with RewardService.local() as service:
+        got = {r.id: r.score for r in service.score(batch[:2] + batch[2:3])}
+        got.update({r.id: r.score for r in service.score(batch[3:])})  # after the first store was written
+    assert got["timer"].verdict == "flagged" and any(f.startswith("runtime:timing_bound") for f in got["timer"].flags)
+    assert got["in_place"].verdict == "flagged" and any("input_mutation" in f for f in got["in_place"].flags)
+    assert got["store_1"].verdict == got["store_2"].verdict == "incorrect", (got["store_1"], got["store_2"])
