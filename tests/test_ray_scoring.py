@@ -197,6 +197,20 @@ def test_a_cancelled_order_ends_as_infra_error_and_its_evaluator_stays_in_rotati
     assert all(cluster._alive.values()), "cancelling kills the judge, not the evaluator"
 
 
+@pytest.mark.slow  # two evaluations in the interpreter
+def test_a_results_store_left_on_one_evaluators_host_helps_no_later_order_and_a_cheat_is_flagged(
+        cluster: RayScoring, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CRUCIBLE_TASKS", str(FIXTURES))
+    task = find_task(TASK)
+    store = (HERE / "redteam" / "state" / "triton_leftover_files.py").read_text()
+    timer = (HERE / "redteam" / "tampering" / "triton_timer_patch.py").read_text()
+    first = cluster.send(task, cluster.order(task, {task.spec.candidate: store}))
+    second = cluster.send(task, cluster.order(task, {task.spec.candidate: store}))
+    flagged = cluster.send(task, cluster.order(task, {task.spec.candidate: timer}))
+    assert first.score.verdict == second.score.verdict == "incorrect"
+    assert flagged.score.verdict == "flagged", flagged.score.message
+
+
 @pytest.mark.slow  # a local Ray cluster and four whole sessions on 2 cores: a minute or two
 def test_crucible_run_with_ray_scores_every_session_on_the_clusters_evaluators(tmp_path: Path) -> None:
     pytest.importorskip("ray", reason="pip install 'kernel-crucible[ray]' (scripts/setup.sh does)")
