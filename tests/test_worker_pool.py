@@ -70,3 +70,35 @@ def test_two_spares_serve_two_jobs_in_a_row_each_in_its_own_process(monkeypatch:
         assert first.result["scratch"] != second.result["scratch"]
     finally:
         pool.close()
+
+
+def test_a_spare_is_replaced_after_its_job_not_beside_it_while_another_is_left(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+    import time
+
+    monkeypatch.setitem(JOBS, "spin", "tests.worker_jobs:spin")
+    pool = WorkerPool(limits=WorkerLimits(timeout_s=60), backend="cpu", env={"PYTHONPATH": str(ROOT)}, spares=2)
+
+    def spares() -> int:
+        with pool._lock:
+            return len(pool._spares) + pool._filling  # started, or being started
+
+    def wait_for(n: int) -> None:
+        deadline = time.monotonic() + 60
+        while spares() != n and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    try:
+        wait_for(2)
+        deadline = time.monotonic() + 60
+        while len(pool._spares) < 2 and time.monotonic() < deadline:  # both started, not being started
+            time.sleep(0.05)
+        job = threading.Thread(target=pool.run_job, args=("spin", {}), kwargs={"timeout_s": 3})
+        job.start()
+        time.sleep(1)
+        during = spares()  # no start-up beside the job: the other spare is there
+        job.join()
+        wait_for(2)
+        assert during == 1 and spares() == 2
+    finally:
+        pool.close()

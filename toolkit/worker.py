@@ -475,9 +475,11 @@ class WorkerPool:
     """Keeps `spares` workers started ahead of need, preloaded, for a long-lived caller (the MCP server).
 
     Every job still gets a fresh process that runs nothing else; only the wait for the interpreter, its
-    imports and the CUDA context moves out of the evaluation's path. Two spares cover an agent's `compile`
-    followed at once by `run_tests` (each takes one; both are started again while the agent reads the
-    results). Limits and environment are fixed per pool; a per-call timeout may be given to `run_job`.
+    imports and the CUDA context moves out of the evaluation's path. A spare is replaced when its job ends
+    (so no start-up competes with the job for the CPU), or at once when it was the last one. Two spares
+    cover an agent's `compile` followed at once by `run_tests` (each takes one; both are started again
+    while the agent reads the results). Limits and environment are fixed per pool; a per-call timeout may
+    be given to `run_job`.
     """
 
     def __init__(self, *, limits: WorkerLimits, backend: Backend, gpu: int | None = None,
@@ -487,6 +489,7 @@ class WorkerPool:
         """A pool of judges (the evaluate and compile jobs) by default."""
         self.size = spares
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
         self._spares: list[tuple[Worker, Path]] = []
         self._filling = 0
         self._closed = False
@@ -508,25 +511,34 @@ class WorkerPool:
             self._filling += max(missing, 0)
 
         def fill() -> None:
-            started = self._start()
-            with self._lock:
-                self._filling -= 1
-                if self._closed or started is None or len(self._spares) >= self.size:
-                    stale, started = started, None
-                else:
-                    self._spares.append(started)
-                    stale = None
-            if stale is not None:
-                stale[0].discard()
-                shutil.rmtree(stale[1], ignore_errors=True)
+            started = None
+            try:
+                started = self._start()
+            finally:
+                self._filled(started)
 
         for _ in range(max(missing, 0)):
             threading.Thread(target=fill, daemon=True).start()
 
+    def _filled(self, started: tuple[Worker, Path] | None) -> None:
+        """A start ended (None: it failed): keep the worker as a spare, or discard it."""
+        with self._lock:
+            self._filling -= 1
+            keep = not self._closed and started is not None and len(self._spares) < self.size
+            if keep:
+                self._spares.append(started)  # type: ignore[arg-type]
+            self._changed.notify_all()
+        if started is not None and not keep:
+            started[0].discard()
+            shutil.rmtree(started[1], ignore_errors=True)
+
     def _take(self) -> tuple[Worker, Path] | None:
-        """The oldest live spare (the furthest along its start-up); dead ones are thrown away."""
+        """The oldest live spare (the furthest along its start-up), waiting for one being started rather
+        than starting another; dead ones are thrown away. None when there is none to wait for."""
         while True:
-            with self._lock:
+            with self._changed:
+                while not self._spares and self._filling:
+                    self._changed.wait(1.0)
                 spare = self._spares.pop(0) if self._spares else None
             if spare is None or spare[0].alive():
                 return spare
@@ -539,14 +551,21 @@ class WorkerPool:
         _check_kind(kind)
         spare = self._take() or self._start()
         if spare is None:
+            self._refill()
             return WorkerOutcome(status="infra", result=None, message="the worker could not be started",
                                  exit_code=None, signal=None, stderr_tail="", seconds=0.0, isolation={})
-        self._refill()
         worker, scratch = spare
+        with self._lock:
+            empty = not self._spares and not self._filling
+        if empty:  # the next job would find nothing: start its worker now, beside this one
+            self._refill()
         try:
             return worker.run(kind, payload, timeout_s=timeout_s, on_progress=on_progress, cancel=cancel)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
+            # The rest after the job, not beside it: a start-up (torch's import) takes CPU the job would
+            # miss, and a call that comes at once finds the spare left.
+            self._refill()
 
     def close(self) -> None:
         with self._lock:
