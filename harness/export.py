@@ -29,7 +29,7 @@ public KernelBench-v3 agent-run dataset (huggingface.co/datasets/Infatoshi/kerne
     solution_link         solution_link         the frozen copy of the session's last submission
 
 Ours after those: run_id, session_id, agent, repeat, state, end_reason, verdict, generalizes, speedup_visible,
-speedup_hidden, peak_fraction, flags, the four token counts, cost_source, wall_s, tool_calls, backend,
+speedup_hidden, peak_fraction, sol_fraction, flags, the four token counts, cost_source, wall_s, tool_calls, backend,
 evaluator_version, submission_hash, started_at, finished_at (SessionExport documents each). CSV cells: empty
 for null, JSON for flags and tool_calls; JSONL and Parquet keep the types (Parquet: list<string>,
 map<string, int64>). Parquet needs pyarrow: `pip install 'kernel-crucible[parquet]'`.
@@ -139,7 +139,9 @@ class SessionExport(BaseModel):
     speedup_visible: float | None
     speedup_hidden: float | None
     peak_fraction: float | None
-    """The best fraction of the device's roofline reached, where a roofline is known."""
+    """The fraction of the device's measured roofline reached (geometric mean over configs), where known."""
+    sol_fraction: float | None
+    """The speed-of-light fraction: the datasheet limit's time over the kernel's (geometric mean over configs)."""
     flags: list[str]
     """Integrity flags with their evidence, and audit notes (`speedup>...`)."""
     input_tokens: int | None
@@ -184,7 +186,7 @@ def _row(run_dir: Path, run: RunRow, session: SessionRow, store: Store) -> Sessi
         repeat=session.repeat, state=session.state, end_reason=session.end_reason,
         verdict=scored_field("verdict"), generalizes=scored_field("generalizes"),
         speedup_visible=scored_field("speedup_visible"), speedup_hidden=scored_field("speedup_hidden"),
-        peak_fraction=scored_field("peak_fraction"), flags=score.flags if score else [],
+        peak_fraction=scored_field("peak_fraction"), sol_fraction=scored_field("sol_fraction"), flags=score.flags if score else [],
         input_tokens=usage.input_tokens if usage else None, output_tokens=usage.output_tokens if usage else None,
         cache_read_tokens=usage.cache_read_tokens if usage else None,
         cache_write_tokens=usage.cache_write_tokens if usage else None,

@@ -121,6 +121,10 @@ class Score(Frozen):
     the cpu backend, which times Triton's interpreter and torch on the CPU. None: not recorded (a score
     from before this field; the report then goes by the backend it was scored on)."""
     peak_fraction: float | None = None
+    """Geometric mean over the timed configs of the achieved rate over the device's measured ceiling."""
+    sol_fraction: float | None = None
+    """Geometric mean over the timed configs of the speed-of-light time (the datasheet's limits: bytes
+    over bandwidth or flops over peak) over the kernel's time; 1 is the limit. None off a known GPU."""
     flags: list[str] = Field(default_factory=list)
     """Integrity flags, each with its evidence."""
     submission_hash: str | None = None

@@ -204,6 +204,9 @@ class Metrics(BaseModel):
     """"1.0", "1.5", "2.0": fraction that pass AND have speedup > p."""
     speedup: Stat
     """Geometric-mean speedup over PASSING sessions only."""
+    sol_fraction: Stat = Stat()
+    """Geometric-mean speed-of-light fraction over PASSING sessions scored on a GPU the datasheet knows: how
+    close to the hardware's limit, where the speedup says how far past the baseline."""
     input_tokens: Stat
     output_tokens: Stat
     cache_read_tokens: Stat
@@ -235,6 +238,10 @@ class EntrantReport(BaseModel):
     """agent/model, the row label."""
     overall: Metrics
     by_category: dict[str, Metrics]
+    rank_speedup: int | None = None
+    rank_sol: int | None = None
+    """1 = the best among the run's entrants, by overall speedup and by overall SOL fraction; None without
+    comparable figures. The entrants are listed by speedup rank, then by SOL rank."""
 
 
 class TaskResult(BaseModel):
@@ -247,6 +254,8 @@ class TaskResult(BaseModel):
     passing: int
     speedup: float | None
     """Geometric mean over passing sessions; None if none passed."""
+    sol_fraction: float | None = None
+    """Geometric mean over passing sessions; None if none passed or none had a speed of light."""
     timing_comparable: bool = True
     timing_note: str = ""
 
@@ -359,6 +368,7 @@ def metrics(outcomes: list[SessionOutcome]) -> Metrics:
         fast_p={f"{p:.1f}": per(_rate(_fast(p))) for p in FAST_P},
         speedup=per(lambda g: geomean([o.score.speedup for o in g if o.passed and o.score and o.score.speedup]),
                     geometric=True),
+        sol_fraction=per(lambda g: geomean(_passing_sol(g)), geometric=True),
         input_tokens=usage("input_tokens"),
         output_tokens=usage("output_tokens"),
         cache_read_tokens=usage("cache_read_tokens"),
@@ -382,12 +392,33 @@ def _line(o: SessionOutcome) -> SessionLine:
                        cost_usd=o.usage.cost_usd)
 
 
+def _passing_sol(group: list[SessionOutcome]) -> list[float]:
+    return [o.score.sol_fraction for o in group if o.passed and o.score and o.score.sol_fraction]
+
+
 def task_result(task: str, entrant: str, group: list[SessionOutcome]) -> TaskResult:
     comparable, note = comparability(group)
     return TaskResult(task=task, category=group[0].category, entrant=entrant, sessions=len(group),
                       passing=sum(o.passed for o in group),
                       speedup=geomean([o.score.speedup for o in group if o.passed and o.score and o.score.speedup]),
-                      timing_comparable=comparable, timing_note=note)
+                      sol_fraction=geomean(_passing_sol(group)), timing_comparable=comparable, timing_note=note)
+
+
+def ranked(rows: list[EntrantReport]) -> list[EntrantReport]:
+    """Each entrant's rank by overall speedup and by overall SOL fraction (ties share a rank), listed by
+    speedup rank, then SOL rank; figures that are not comparable rank nobody."""
+
+    def ranks(value: Callable[[EntrantReport], float | None]) -> dict[str, int]:
+        values = {r.entrant: value(r) for r in rows}
+        known = sorted({v for v in values.values() if v is not None}, reverse=True)
+        return {e: 1 + sum(k > v for k in known) for e, v in values.items() if v is not None}
+
+    by_speed = ranks(lambda r: r.overall.speedup.mean if r.overall.timing_comparable else None)
+    by_sol = ranks(lambda r: r.overall.sol_fraction.mean if r.overall.timing_comparable else None)
+    out = [r.model_copy(update={"rank_speedup": by_speed.get(r.entrant), "rank_sol": by_sol.get(r.entrant)})
+           for r in rows]
+    last = len(rows) + 1
+    return sorted(out, key=lambda r: (r.rank_speedup or last, r.rank_sol or last, r.entrant))
 
 
 def build_report(outcomes: list[SessionOutcome], run_dir: Path | str = "", run: RunRow | None = None) -> Report:
@@ -414,6 +445,9 @@ def build_report(outcomes: list[SessionOutcome], run_dir: Path | str = "", run: 
         "rates and fast_p are over scored sessions; infra errors and unscored sessions are left out of every figure",
         "fast_p: fraction of sessions that pass AND have speedup > p (a failure earns nothing)",
         "speedup: geometric mean over passing sessions only",
+        ("SOL: speed-of-light fraction, the time at the GPU's datasheet limits (the task's bytes over the "
+         "bandwidth or its flops over the peak, whichever is longer) over the kernel's time; geometric mean over "
+         "passing sessions; entrants are ranked by speedup and by SOL"),
         "usage figures are per session; cost per session is over the sessions whose cost is known",
         ("with repeats: mean of the per-repeat figure and its 95% interval (Student's t, n = repeats); "
          "speedup intervals are geometric" if repeats > 1 else "one repeat: no confidence interval (n/a)"),
@@ -430,7 +464,7 @@ def build_report(outcomes: list[SessionOutcome], run_dir: Path | str = "", run: 
                                                              or any(is_integrity_flag(f) for f in o.score.flags))],
         audit=[_line(o) for o in outcomes if o.score and o.score.verdict != "flagged" and o.score.flags
                and not any(is_integrity_flag(f) for f in o.score.flags)],
-        entrants=rows, tasks=tasks, points=[_line(o) for o in scored],
+        entrants=ranked(rows), tasks=tasks, points=[_line(o) for o in scored],
         cost_total_usd=sum(o.usage.cost_usd or 0.0 for o in outcomes), timing_comparable=comparable,
         timing_note=note, notes=notes)
 
@@ -507,14 +541,32 @@ def fmt_sources(sources: dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(sources.items(), key=lambda kv: -kv[1])) or "-"
 
 
+def fmt_sol(s: Stat | float | None, comparable: bool = True) -> str:
+    mean = s.mean if isinstance(s, Stat) else s
+    if not comparable:
+        return "n/c"
+    if mean is None:
+        return "-"
+    ci = "" if not isinstance(s, Stat) or s.low is None or s.high is None else f" ({s.low:.2f}-{s.high:.2f})"
+    return f"{mean:.2f}{ci}"
+
+
 RATE_HEADERS = ["sessions", "repeats", "correct", "generalizes", "fast_1", "fast_1.5", "fast_2",
-                "speedup (passing)"]
+                "speedup (passing)", "SOL (passing)"]
 
 
 def rate_cells(m: Metrics) -> list[str]:
     fast = [fmt_rate(s) if m.timing_comparable else "n/c" for s in m.fast_p.values()]
     return [f"{m.sessions}", f"{m.repeats}" + (" (CI n/a)" if m.repeats < 2 else ""), fmt_rate(m.correct),
-            fmt_generalizes(m), *fast, f"{fmt_speedup(m.speedup, m)} [{m.passing} pass]"]
+            fmt_generalizes(m), *fast, f"{fmt_speedup(m.speedup, m)} [{m.passing} pass]",
+            fmt_sol(m.sol_fraction, m.timing_comparable)]
+
+
+def rank_cells(e: EntrantReport) -> list[str]:
+    return ["-" if e.rank_speedup is None else f"{e.rank_speedup}", "-" if e.rank_sol is None else f"{e.rank_sol}"]
+
+
+RANK_HEADERS = ["#speedup", "#SOL"]
 
 
 USAGE_HEADERS = ["input tok", "output tok", "cache read", "cache write", "cost/session", "cost source",
@@ -552,8 +604,8 @@ def _session_table(lines: list[SessionLine], with_flags: bool) -> str:
 def leaderboard_text(run_dir: Path | str) -> str:
     """The short form `crucible run` prints at its end: one row per agent/model, and what was left out."""
     r = report_for(run_dir)
-    lines = [_header(r), table(["agent/model", *RATE_HEADERS, "cost/session"],
-                               [[clean(e.entrant, 60), *rate_cells(e.overall), fmt_cost(e.overall)]
+    lines = [_header(r), table(["agent/model", *RANK_HEADERS, *RATE_HEADERS, "cost/session"],
+                               [[clean(e.entrant, 60), *rank_cells(e), *rate_cells(e.overall), fmt_cost(e.overall)]
                                 for e in r.entrants])]
     if not r.timing_comparable:
         lines.append(comparability_line(r))
@@ -573,7 +625,8 @@ def comparability_line(r: Report) -> str:
 
 def report_text(r: Report) -> str:
     out = [_header(r), "", *(f"note: {n}" for n in r.notes), "", "== results per agent/model",
-           table(["agent/model", *RATE_HEADERS], [[clean(e.entrant, 60), *rate_cells(e.overall)] for e in r.entrants]),
+           table(["agent/model", *RANK_HEADERS, *RATE_HEADERS],
+                 [[clean(e.entrant, 60), *rank_cells(e), *rate_cells(e.overall)] for e in r.entrants]),
            "", "== usage per session (total cost: over the scored sessions)",
            table(["agent/model", *USAGE_HEADERS], [[clean(e.entrant, 60), *usage_cells(e.overall)]
                                                    for e in r.entrants]),
@@ -581,9 +634,10 @@ def report_text(r: Report) -> str:
            table(["agent/model", "category", *RATE_HEADERS],
                  [[clean(e.entrant, 60), clean(c), *rate_cells(m)] for e in r.entrants for c, m in e.by_category.items()]),
            "", "== per task",
-           table(["task", "agent/model", "passing", "speedup (passing)"],
+           table(["task", "agent/model", "passing", "speedup (passing)", "SOL (passing)"],
                  [[clean(t.task, 80), clean(t.entrant, 60), f"{t.passing}/{t.sessions}",
-                   speedup_text(t.speedup, t.timing_comparable, t.timing_note)] for t in r.tasks])]
+                   speedup_text(t.speedup, t.timing_comparable, t.timing_note),
+                   fmt_sol(t.sol_fraction, t.timing_comparable)] for t in r.tasks])]
     if r.infra_errors:
         out += ["", "== infra errors (left out of every figure)", _session_table(r.infra_errors, with_flags=False)]
     if r.unscored:

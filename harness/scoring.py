@@ -236,7 +236,8 @@ def score_evaluation(task: Task, ev: Evaluation, flags: list[str] | None = None)
     timing = "" if ev.timing_comparable else "; timings not comparable on this backend"
     speed = "" if sp_all is None else f"; speedup {sp_all:.3g}x against the {ev.speedup_against}{timing}"
     return Score(verdict="pass", message=f"correct ({where}){speed}", compiled=True, correct=True,
-                 generalizes=generalizes, speedup=sp_all, peak_fraction=_peak(ev.configs), **speeds, **base)
+                 generalizes=generalizes, speedup=sp_all, peak_fraction=_geomean_of(ev.configs, "peak_fraction"),
+                 sol_fraction=_geomean_of(ev.configs, "sol_fraction"), **speeds, **base)
 
 
 def _all_right(configs: list[ConfigResult]) -> bool | None:
@@ -252,8 +253,8 @@ def _count(configs: list[ConfigResult]) -> str:
     return f"{passed}/{len(ran)} right" + (f", {skipped} skipped as too large for this backend" if skipped else "")
 
 
-def _peak(configs: list[ConfigResult]) -> float | None:
-    fractions = [c.peak_fraction for c in configs if c.peak_fraction is not None]
+def _geomean_of(configs: list[ConfigResult], field: str) -> float | None:
+    fractions = [getattr(c, field) for c in configs if getattr(c, field) is not None]
     return geomean(fractions) if fractions else None
 
 
@@ -264,6 +265,6 @@ def physics_flags(ev: Evaluation) -> list[str]:
         return []
     flags = [f"{AUDIT_PREFIX}{SPEEDUP_FLAG:g}x: {c.config} {c.speedup:.3g}x" for c in ev.configs
              if c.speedup is not None and c.speedup > SPEEDUP_FLAG]
-    flags += [f"peak_fraction>{PEAK_FLAG:g}: {c.config} {c.datasheet_fraction:.3g} of the datasheet peak"
-              for c in ev.configs if c.datasheet_fraction is not None and c.datasheet_fraction > PEAK_FLAG]
+    flags += [f"peak_fraction>{PEAK_FLAG:g}: {c.config} {c.sol_fraction:.3g} of the datasheet peak"
+              for c in ev.configs if c.sol_fraction is not None and c.sol_fraction > PEAK_FLAG]
     return flags

@@ -34,7 +34,7 @@
     scores                     one row per scored session: the Score fields (harness/models.py)
       session_id           PK
       verdict, message, compiled, correct, generalizes, speedup_visible, speedup_hidden, speedup,
-      speedup_against, timing_comparable, peak_fraction, flags (JSON list), submission_hash,
+      speedup_against, timing_comparable, peak_fraction, sol_fraction, flags (JSON list), submission_hash,
       evaluator_version, hidden_configs, hidden_checked,
       backend, scored_at           where and when it was scored (`crucible score` re-scores)
       gpu, gpu_name, host, attempts, placement_note   the Placement (harness/models.py): which GPU of which

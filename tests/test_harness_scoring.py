@@ -22,7 +22,7 @@ def task() -> Task:
 
 def cfg(name: str, status: str = "pass", speedup: float | None = 2.0, peak: float | None = None) -> ConfigResult:
     return ConfigResult(config=name, status=status, speedup=speedup, peak_fraction=peak,  # type: ignore[arg-type]
-                        datasheet_fraction=peak)
+                        sol_fraction=peak)
 
 
 def ev(status: str = "ok", configs: list[ConfigResult] | None = None, comparable: bool = True) -> Evaluation:
@@ -156,3 +156,9 @@ def test_a_runtime_finding_makes_the_verdict_flagged_with_its_evidence(task: Tas
     only_audit = score_evaluation(task, ev(configs=[cfg("small").model_copy(update={"integrity": [audit]}),
                                                     cfg("half"), cfg("tail"), cfg("big")]))
     assert only_audit.verdict == "pass" and only_audit.flags == [audit.flag()]
+
+
+def test_a_pass_carries_the_geometric_mean_sol_fraction_of_its_configs(task: Task) -> None:
+    score = score_evaluation(task, ev(configs=[cfg("small", peak=0.25), cfg("half", peak=1.0),
+                                               cfg("tail", peak=None), cfg("big", peak=0.25)]))
+    assert score.verdict == "pass" and score.sol_fraction == pytest.approx(0.25 ** (2 / 3))

@@ -96,7 +96,14 @@ def test_past_the_measured_ceiling_is_no_physics_flag_past_the_datasheet_is(monk
 
     fast = scored(4560)  # what a good read kernel reaches on the H200: 1.06 of the copy ceiling
     assert fast.peak_fraction is not None and fast.peak_fraction > 1.0
-    assert fast.datasheet_fraction is not None and 0.9 < fast.datasheet_fraction < 1.0
+    assert fast.sol_fraction is not None and 0.9 < fast.sol_fraction < 1.0
+    assert fast.sol_us == pytest.approx(4560e6 / 4.8e12 * 1e6)  # bytes over the datasheet's bandwidth, in us
+    assert fast.sol_fraction == pytest.approx(fast.sol_us / 1000)
+    # A config that did not run still has its speed of light; off a known GPU there is none.
+    assert with_peak_fraction(ConfigResult(config=config, status="skipped", bytes=1e9), device, task).sol_us
+    cpu = DeviceInfo(backend="cpu", name="cpu (Triton interpreter)", torch="x")
+    assert with_peak_fraction(ConfigResult(config=config, status="pass", bytes=1e9, candidate=timed), cpu,
+                              task).sol_us is None
     impossible = scored(6000)  # past the 4.8 TB/s of the datasheet
     ev = Evaluation(task=task.id, snapshot="s", backend="cuda", status="ok", message="", timing_comparable=True,
                     configs=[fast, impossible])

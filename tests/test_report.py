@@ -18,6 +18,7 @@ from crucible.harness.report import (
     EntrantReport,
     Report,
     ReportError,
+    fmt_sol,
     leaderboard_text,
     load_outcomes,
     report_for,
@@ -266,7 +267,7 @@ def test_only_speedups_above_10x_go_to_audit_every_other_flag_is_an_integrity_fl
     ev = Evaluation(task=SOFTMAX, snapshot="s", backend="cuda", status="ok", message="", timing_comparable=True,
                     configs=[ConfigResult(config="fast", status="pass", speedup=12.0),
                              ConfigResult(config="impossible", status="pass", speedup=2.0,
-                                          datasheet_fraction=1.4)])
+                                          sol_fraction=1.4)])
     speed, peak = physics_flags(ev)
     assert not is_integrity_flag(speed) and is_integrity_flag(peak)
     assert is_integrity_flag(IntegrityFinding(defence="stale_results", config="c", evidence="e").flag())
@@ -312,3 +313,36 @@ def test_a_gpu_run_shows_speedups_and_no_count_of_hidden_configs(report: Report)
     text = report_text(report)
     assert report.timing_comparable is True and "n/c" not in text and "hidden configs checked" not in text
     assert f"{(2.0 * 3.0 * 1.6) ** (1 / 3):.2f}x" in text  # claude-code/opus on softmax, over its repeats
+
+
+def with_sol(score: Score, sol: float) -> Score:
+    return score.model_copy(update={"sol_fraction": sol})
+
+
+def test_entrants_are_ranked_by_speedup_and_by_sol_and_the_text_shows_both(tmp_path: Path) -> None:
+    # A is faster against the baseline, B closer to the hardware's limit: each leads one ranking.
+    sessions: list[Row] = [
+        (A, SOFTMAX, 0, "done", "finished", with_sol(passed(4.0), 0.2), usage(1.0)),
+        (A, RMSNORM, 0, "done", "finished", with_sol(passed(1.0), 0.8), usage(1.0)),  # geomean 2.0, SOL 0.4
+        (B, SOFTMAX, 0, "done", "finished", with_sol(passed(1.5), 0.9), usage(1.0)),
+        (B, RMSNORM, 0, "done", "finished", with_sol(NOT_GENERAL, 0.99), usage(1.0)),  # failing: counts nothing
+    ]
+    r = report_for(write_store(tmp_path / "run", sessions))
+    a, b = entrant(r, A), entrant(r, B)
+    assert a.overall.sol_fraction.mean == pytest.approx(0.4) and b.overall.sol_fraction.mean == pytest.approx(0.9)
+    assert (a.rank_speedup, a.rank_sol, b.rank_speedup, b.rank_sol) == (1, 2, 2, 1)
+    assert [e.entrant for e in r.entrants] == [a.entrant, b.entrant]
+    softmax_b = next(t for t in r.tasks if t.task == SOFTMAX and t.entrant == b.entrant)
+    assert softmax_b.sol_fraction == pytest.approx(0.9)
+    board = leaderboard_text(tmp_path / "run")
+    assert "#SOL" in board and "SOL (passing)" in board and "0.40" in board and "0.90" in board
+    assert "SOL (passing)" in report_text(r)
+
+
+def test_a_cpu_run_ranks_nobody_and_shows_sol_as_not_comparable(tmp_path: Path) -> None:
+    sessions: list[Row] = [(A, SOFTMAX, 0, "done", "finished", passed(2.0), usage(1.0)),
+                           (B, SOFTMAX, 0, "done", "finished", passed(1.0), usage(1.0))]
+    r = report_for(write_store(tmp_path / "run", sessions, backend="cpu"))
+    assert all(e.rank_speedup is None and e.rank_sol is None for e in r.entrants)
+    assert all(fmt == "n/c" for fmt in (fmt_sol(e.overall.sol_fraction, e.overall.timing_comparable)
+                                         for e in r.entrants))

@@ -29,7 +29,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .devices import LeaseCancelled, gpu_lease
-from .hardware import datasheet_for, peak_fraction
+from .hardware import datasheet_for, limit_seconds, peak_fraction
 from .integrity import finding as integrity_finding
 from .protocol import CompileJob, EvalJob, KernelCache, KernelSpec
 from .results import ConfigResult, DeviceInfo, Evaluation, KernelTime, Status
@@ -267,15 +267,17 @@ def evaluate(task: Task, snapshot: Snapshot, request: EvalRequest | None = None,
 
 def with_peak_fraction(result: ConfigResult, device: DeviceInfo, task: Task) -> ConfigResult:
     """Peak fractions are computed here, in the trusted parent, against the ceilings it knows (measured or
-    built-in, for the roofline) and against the datasheet (for the physics check)."""
+    built-in, for the roofline) and against the datasheet: the speed of light (the SOL score and the physics
+    check)."""
+    dtype, sheet = task.config(result.config).dtype, datasheet_for(device)
+    sol_us = sheet and limit_seconds(sheet, dtype, result.flops, result.bytes) * 1e6
     cand = result.candidate
     if cand is None or not cand.comparable or cand.median_us <= 0:
-        return result
-    dtype, seconds = task.config(result.config).dtype, cand.median_us * 1e-6
-    sheet = datasheet_for(device)
+        return result.model_copy(update={"sol_us": sol_us})
+    seconds = cand.median_us * 1e-6
     return result.model_copy(update={
-        "peak_fraction": peak_fraction(device, dtype, result.flops, result.bytes, seconds),
-        "datasheet_fraction": sheet and peak_fraction(device, dtype, result.flops, result.bytes, seconds, sheet)})
+        "sol_us": sol_us, "peak_fraction": peak_fraction(device, dtype, result.flops, result.bytes, seconds),
+        "sol_fraction": sol_us and sol_us * 1e-6 / seconds})
 
 
 def _run(task: Task, kind: str, payload: dict, backend: Backend, request: EvalRequest,

@@ -74,13 +74,18 @@ def ceilings_for(device: DeviceInfo) -> Ceilings | None:
     return None
 
 
+def limit_seconds(ceil: Ceilings, dtype: str | None, flops: float, nbytes: float) -> float:
+    """The time one call takes at these ceilings: its bytes over the bandwidth or its flops over the
+    dtype's rate, whichever is longer."""
+    rate = ceil.flops_per_s.get(dtype or "float32", ceil.flops_per_s["float32"])
+    return max(nbytes / ceil.memory_bytes_per_s, flops / rate)
+
+
 def peak_fraction(device: DeviceInfo, dtype: str | None, flops: float, nbytes: float,
                   seconds: float, ceil: Ceilings | None = None) -> float | None:
     """Achieved rate over the ceiling (default: the measured or built-in one for the device): the larger of
-    the compute and the memory fraction."""
+    the compute and the memory fraction, which is the time at the ceiling over the time taken."""
     ceil = ceil or ceilings_for(device)
     if ceil is None or seconds <= 0:
         return None
-    mem = nbytes / seconds / ceil.memory_bytes_per_s
-    rate = ceil.flops_per_s.get(dtype or "float32", ceil.flops_per_s["float32"])
-    return max(mem, flops / seconds / rate)
+    return limit_seconds(ceil, dtype, flops, nbytes) / seconds

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 EVALUATOR_VERSION = "0.2.0"
 """Bump when checking or timing changes meaning; recorded with every result."""
@@ -120,8 +120,14 @@ class ConfigResult(Model):
     achieved_gbps: float | None = None
     peak_fraction: float | None = None
     """Achieved rate over the device's ceiling (the larger of the compute and memory fractions)."""
-    datasheet_fraction: float | None = None
-    """The same over the device's theoretical (datasheet) peak: above 1 is physically impossible."""
+    sol_us: float | None = None
+    """Speed of light: the time one call would take at the device's datasheet limits, the larger of the
+    task's bytes over the memory bandwidth and its flops over the dtype's peak; None for a device the
+    datasheet table does not know (the CPU)."""
+    sol_fraction: float | None = Field(default=None, validation_alias=AliasChoices("sol_fraction",
+                                                                                    "datasheet_fraction"))
+    """sol_us over the kernel's time: 1 is the limit, above 1 physically impossible. (Named
+    `datasheet_fraction` in evaluations written before the speed-of-light score.)"""
     integrity: list[IntegrityFinding] = Field(default_factory=list)
     """What the runtime defences saw on this config (empty: nothing)."""
 
