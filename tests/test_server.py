@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -76,8 +77,15 @@ def worker_processes() -> list[int]:
     return found
 
 
+@pytest.fixture
+def one_spare(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server's pool with one worker started ahead (it keeps two), so a test knows which one runs the
+    next evaluation: the same kill and reap path."""
+    monkeypatch.setattr(server_app, "worker_pool", functools.partial(server_app.worker_pool, spares=1))
+
+
 async def the_spare_worker() -> set[int]:
-    """The server keeps one worker started ahead of need; the next evaluation runs in it."""
+    """With `one_spare`, the one worker started ahead of need; the next evaluation runs in it."""
     with anyio.fail_after(30):
         while not worker_processes():
             await anyio.sleep(0.05)
@@ -262,7 +270,7 @@ async def test_bad_arguments_are_error_results_and_never_crash_the_server(ws: Pa
 # ---------------------------------------------------------------- limits, cancellation, the lock
 
 
-async def test_a_hanging_kernel_is_stopped_at_the_tools_time_limit_with_a_clear_error(ws: Path) -> None:
+async def test_a_hanging_kernel_is_stopped_at_the_tools_time_limit_with_a_clear_error(ws: Path, one_spare: None) -> None:
     plant(ws, "vadd_hang.py")
     async with Client(build_server(session(ws, run_tests=3))) as client:
         busy = await the_spare_worker()
@@ -277,8 +285,22 @@ async def test_a_hanging_kernel_is_stopped_at_the_tools_time_limit_with_a_clear_
     assert call.outcome == "timeout" and call.source_hash and call.duration_s and call.duration_s < 20
 
 
+async def test_a_compile_and_a_test_right_after_it_each_run_in_a_judge_started_before_them(
+        ws: Path) -> None:
+    async with Client(build_server(session(ws))) as client:
+        with anyio.fail_after(30):
+            while len(worker_processes()) < 2:
+                await anyio.sleep(0.05)
+        ahead = set(worker_processes())
+        assert len(ahead) == 2
+        assert not (await client.call_tool("compile", {})).is_error
+        assert len(ahead & set(worker_processes())) == 1, "the compile ran in one of the two"
+        assert not (await client.call_tool("run_tests", {"configs": ["small"], "seeds": 1})).is_error
+        assert not ahead & set(worker_processes()), "the test ran in the other"
+
+
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
-async def test_cancelling_a_call_kills_its_worker_and_is_recorded(ws: Path, mode: str) -> None:
+async def test_cancelling_a_call_kills_its_worker_and_is_recorded(ws: Path, mode: str, one_spare: None) -> None:
     plant(ws, "vadd_hang.py")
     async with Client(build_server(session(ws)), mode=mode) as client:
         busy = await the_spare_worker()

@@ -328,13 +328,14 @@ def speedups(configs: list[ConfigResult], task: Task, backend: str) -> dict:
     }
 
 
-def worker_pool(task: Task, backend: Backend | Literal["auto"] = "auto", gpu: int | None = None) -> WorkerPool:
-    """A pool that keeps two preloaded judges ahead of need for this task (the MCP server): an agent's
-    `compile` and the `run_tests` right after it each find one started."""
+def worker_pool(task: Task, backend: Backend | Literal["auto"] = "auto", gpu: int | None = None,
+                spares: int = 2) -> WorkerPool:
+    """A pool that keeps preloaded judges ahead of need for this task (the MCP server): with two, an
+    agent's `compile` and the `run_tests` right after it each find one started."""
     backend = resolve_backend(backend)
     return WorkerPool(limits=_limits(task, None), backend=backend,
                       gpu=gpu if gpu is not None else (0 if backend != "cpu" else None), env=_worker_env(),
-                      spares=2)
+                      spares=spares)
 
 
 def judge_pool(backend: Backend, gpu: int | None = None) -> WorkerPool:
