@@ -18,6 +18,7 @@ import contextlib
 import json
 import os
 import socket
+import subprocess
 import sys
 import time
 import traceback
@@ -235,7 +236,7 @@ def preload(device: str) -> None:
         torch.empty(1, device="cuda")
         # Triton's driver builds (or loads from the cache) its C helpers on first use: here, not in the
         # candidate's first call. A failure is left for that call to report.
-        with contextlib.suppress(ImportError, RuntimeError, OSError):
+        with contextlib.suppress(ImportError, RuntimeError, OSError, subprocess.SubprocessError):
             from triton.runtime import driver
 
             _ = driver.active.utils
