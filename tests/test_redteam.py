@@ -175,10 +175,6 @@ KNOWN_HOLES = {
     "what_ran/triton_forged_profile.py": "the kernel list is the runner's own profiler's claim: a candidate that "
                                          "forges it passes (docs/integrity.md, known gaps)",
     "what_ran/cuda_forged_profile.cu": "the kernel list is the runner's own profiler's claim (known gaps)",
-    "timing/triton_vanishing_child.py": "CPU bound sums live processes' clocks: a forked child that computes and "
-                                        "exits within the call is not counted (needs cgroup cpuacct usage)",
-    "timing/triton_helper_chain.py": "CPU bound sums live processes' clocks: one-call helpers that exit before the "
-                                     "judge's second read hide all the work, 13x vs the expert's 2x (cpuacct)",
 }
 """Cheats that still pass, on purpose in the corpus: strict xfails, so closing one turns its test red until it
 leaves this list."""

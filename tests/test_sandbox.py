@@ -89,6 +89,42 @@ def test_a_pids_cgroup_caps_the_number_of_processes() -> None:
         group.remove()
 
 
+BURN_IN_A_CHILD = ("import os, time\nif os.fork() == 0:\n end = time.process_time() + 0.4\n"
+                   " while time.process_time() < end: pass\n os._exit(0)\nos.wait()\nprint('reaped', flush=True)\n"
+                   "time.sleep(30)")
+"""A process whose child burns 0.4 s of CPU and exits: the work of a process that is gone."""
+
+
+@pytest.mark.skipif(probe().cgroup_cpu is None, reason="cannot create CPU accounting cgroups here")
+def test_cpu_accounting_keeps_the_time_of_processes_that_exited() -> None:
+    group = RunCgroup.create(probe(), memory_mb=None, max_processes=None, cpu_accounting=True)
+    assert group is not None and group.cpu_seconds() == 0
+    try:
+        proc = subprocess.Popen([*group.join_prefix(), sys.executable, "-c", BURN_IN_A_CHILD], stdout=subprocess.PIPE,
+                                text=True)
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "reaped"
+        spent = group.cpu_seconds()
+        assert spent is not None and spent >= 0.4
+        proc.kill()
+        proc.wait()
+    finally:
+        group.kill_all()
+        group.remove()
+
+
+def test_without_a_cgroup_the_runner_counts_the_children_it_reaped() -> None:
+    from crucible.toolkit.judge.link import _reaped_children_seconds
+
+    proc = subprocess.Popen([sys.executable, "-c", BURN_IN_A_CHILD], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "reaped"
+        assert _reaped_children_seconds(proc.pid) >= 0.35  # clock ticks: 10 ms steps
+    finally:
+        proc.kill()
+        proc.wait()
+    assert _reaped_children_seconds(proc.pid) == 0.0  # gone: nothing, never an error
+
+
 @pytest.fixture
 def no_sandbox(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(worker, "probe", lambda: BARE)

@@ -68,6 +68,9 @@ class SandboxCaps(BaseModel):
     """Parent directory for per-run memory cgroups."""
     cgroup_pids: str | None
     """Parent directory for per-run pids cgroups."""
+    cgroup_cpu: str | None = None
+    """Parent directory for per-run CPU accounting (v1 cpuacct; v2 the unified group's cpu.stat): CPU time
+    that stays counted when the process that spent it has exited."""
 
 
 def _runs(cmd: list[str]) -> bool:
@@ -105,10 +108,10 @@ def probe() -> SandboxCaps:
     setpriv = shutil.which("setpriv") if is_root else None
     if setpriv and not _runs([setpriv, *SETPRIV_FLAGS, "true"]):
         setpriv = None
-    version, memory, pids = _probe_cgroups()
+    version, memory, pids, cpu = _probe_cgroups()
     return SandboxCaps(is_root=is_root, unshare=unshare, netns=netns, pidns=pidns, ipcns=ipcns, setpriv=setpriv,
                        landlock_abi=landlock_abi(), cgroup_version=version, cgroup_memory=memory,
-                       cgroup_pids=pids)
+                       cgroup_pids=pids, cgroup_cpu=cpu)
 
 
 # ---------------------------------------------------------------------------------------------- cgroups
@@ -147,27 +150,30 @@ def _candidate_parents(mount: Path, own: str | None) -> list[Path]:
     return [*out, mount]
 
 
-def _probe_cgroups() -> tuple[Literal[1, 2] | None, str | None, str | None]:
+def _probe_cgroups() -> tuple[Literal[1, 2] | None, str | None, str | None, str | None]:
+    """(version, memory parent, pids parent, CPU accounting parent)."""
     own = _own_cgroup_paths()
     root = Path("/sys/fs/cgroup")
-    v1_memory = v1_pids = None
-    for parent in _candidate_parents(root / "memory", own.get("memory")):
-        if parent.is_dir() and _try_make_child(parent, "memory.limit_in_bytes"):
-            v1_memory = str(parent)
-            break
-    for parent in _candidate_parents(root / "pids", own.get("pids")):
-        if parent.is_dir() and _try_make_child(parent, "pids.max"):
-            v1_pids = str(parent)
-            break
+
+    def v1_parent(controller: str, mounts: tuple[str, ...], limit_file: str) -> str | None:
+        for mount in mounts:
+            for parent in _candidate_parents(root / mount, own.get(controller)):
+                if parent.is_dir() and _try_make_child(parent, limit_file):
+                    return str(parent)
+        return None
+
+    v1_memory = v1_parent("memory", ("memory",), "memory.limit_in_bytes")
+    v1_pids = v1_parent("pids", ("pids",), "pids.max")
     if v1_memory or v1_pids:
-        return 1, v1_memory, v1_pids
+        return 1, v1_memory, v1_pids, v1_parent("cpuacct", ("cpuacct", "cpu,cpuacct"), "cpuacct.usage")
     if (root / "cgroup.controllers").exists():
         for parent in _candidate_parents(root, own.get("")):
             memory = parent.is_dir() and _try_make_child(parent, "memory.max")
             pids = parent.is_dir() and _try_make_child(parent, "pids.max")
+            cpu = parent.is_dir() and _try_make_child(parent, "cpu.stat")  # core stats: no controller needed
             if memory or pids:
-                return 2, str(parent) if memory else None, str(parent) if pids else None
-    return None, None, None
+                return 2, str(parent) if memory else None, str(parent) if pids else None, str(parent) if cpu else None
+    return None, None, None, None
 
 
 class RunCgroup:
@@ -177,14 +183,17 @@ class RunCgroup:
         self.version = caps.cgroup_version
         self.memory_dir = Path(caps.cgroup_memory) / name if caps.cgroup_memory else None
         self.pids_dir = Path(caps.cgroup_pids) / name if caps.cgroup_pids else None
+        self.cpu_dir = Path(caps.cgroup_cpu) / name if caps.cgroup_cpu else None
 
     @property
     def dirs(self) -> list[Path]:
-        return list(dict.fromkeys(d for d in (self.memory_dir, self.pids_dir) if d))
+        return list(dict.fromkeys(d for d in (self.memory_dir, self.pids_dir, self.cpu_dir) if d))
 
     @classmethod
-    def create(cls, caps: SandboxCaps, *, memory_mb: int | None, max_processes: int | None) -> RunCgroup | None:
-        """Make the cgroup(s) with the asked limits; None when cgroups are unavailable or not asked for."""
+    def create(cls, caps: SandboxCaps, *, memory_mb: int | None, max_processes: int | None,
+               cpu_accounting: bool = False) -> RunCgroup | None:
+        """Make the cgroup(s) with the asked limits (and CPU accounting, when asked); None when cgroups are
+        unavailable or nothing was asked for."""
         if caps.cgroup_version is None:
             return None
         group = cls(caps, f"crucible-{os.getpid()}-{uuid.uuid4().hex[:12]}")
@@ -192,6 +201,8 @@ class RunCgroup:
             group.memory_dir = None
         if max_processes is None:
             group.pids_dir = None
+        if not cpu_accounting:
+            group.cpu_dir = None
         if not group.dirs:
             return None
         try:
@@ -222,6 +233,22 @@ class RunCgroup:
         """A command prefix that moves the process into the cgroup(s), then execs the rest."""
         joins = "; ".join(f"echo 0 > {shlex.quote(str(d / 'cgroup.procs'))} || exit 125" for d in self.dirs)
         return ["/bin/sh", "-c", f'{joins}; exec "$@"', "sh"]
+
+    def cpu_seconds(self) -> float | None:
+        """CPU time every process that was ever in the cgroup has spent, the exited ones included; None
+        without CPU accounting."""
+        if self.cpu_dir is None:
+            return None
+        try:
+            if self.version == 1:
+                return int((self.cpu_dir / "cpuacct.usage").read_text()) / 1e9
+            for line in (self.cpu_dir / "cpu.stat").read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key == "usage_usec":
+                    return int(value) / 1e6
+        except (OSError, ValueError):
+            return None
+        return None
 
     def pids(self) -> list[int]:
         """Every process in the cgroup(s) now."""

@@ -105,7 +105,7 @@ class RunnerLink:
         (scratch / "triton").mkdir()
         caps = probe()
         cgroup = RunCgroup.create(caps, memory_mb=None if backend == "cpu" else limits.memory_mb,
-                                  max_processes=limits.max_processes)
+                                  max_processes=limits.max_processes, cpu_accounting=backend == "cpu")
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         env = _child_env(backend, gpu, scratch, {"TRITON_CACHE_DIR": str(scratch / "triton"),  # private
                                                  "CRUCIBLE_RUNNER_DEVICE": "cuda" if backend == "cuda" else "cpu",
@@ -270,12 +270,19 @@ class RunnerLink:
                 os.killpg(self.proc.pid, sig)
 
     def cpu_seconds(self) -> float:
-        """CPU time used so far by the runner's processes (every thread; those of its cgroup), from their
-        kernel CPU clocks: the judge's own measure of a CPU runner's work, which waiting does not inflate."""
+        """CPU time used so far by the runner's processes, from the kernel: the judge's own measure of a CPU
+        runner's work, which waiting does not inflate. Work done by a process that then exits must stay
+        counted (a helper per call that computes and dies would otherwise take its time with it): the
+        cgroup's CPU accounting where there is one; else every live process's clock plus the time of the
+        children it reaped (in its pid namespace the runner reaps every orphan)."""
+        counted = self.cgroup.cpu_seconds() if self.cgroup else None
+        if counted is not None:
+            return counted
         total = 0.0
         for pid in (self.cgroup.pids() if self.cgroup else []) or [self.proc.pid, *_children(self.proc.pid)]:
             with contextlib.suppress(OSError):
                 total += time.clock_gettime(((~pid) << 3) | 2)  # MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED)
+            total += _reaped_children_seconds(pid)
         return total
 
     def suspend(self) -> None:
@@ -310,6 +317,15 @@ class RunnerLink:
             with contextlib.suppress(OSError):  # nothing kept: the next runner compiles again
                 triton_cache.harvest(self.scratch / "triton", Path(self.cache.store))
         shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def _reaped_children_seconds(pid: int) -> float:
+    """cutime + cstime of /proc/PID/stat: what the children it has waited for spent (clock ticks)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 def _children(pid: int) -> list[int]:
