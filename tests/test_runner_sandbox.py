@@ -133,6 +133,19 @@ def test_a_runner_cannot_leave_a_file_in_dev_shm(folders: tuple[Path, Path]) -> 
 
 
 @needs_landlock
+@pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="no /dev/shm on this machine")
+def test_a_runner_cannot_read_or_list_what_others_keep_in_dev_shm(folders: tuple[Path, Path]) -> None:
+    path = Path("/dev/shm") / f"crucible-test-{uuid.uuid4().hex}"  # another process's shared memory
+    path.write_text("an object store")
+    try:
+        code = (f"print(json.dumps([attempt(lambda: open({str(path)!r}).read()),"
+                " attempt(lambda: os.listdir('/dev/shm'))]))")
+        assert json.loads(run_restricted(folders, code)) == ["EACCES", "EACCES"]
+    finally:
+        path.unlink(missing_ok=True)
+
+
+@needs_landlock
 def test_a_runner_can_still_use_dev_null_and_dev_urandom(folders: tuple[Path, Path]) -> None:
     code = ("print(json.dumps([attempt(lambda: open('/dev/null', 'w').write('x')),"
             " attempt(lambda: open('/dev/urandom', 'rb').read(8))]))")

@@ -24,6 +24,7 @@ import shlex
 import shutil
 import signal
 import site
+import stat
 import subprocess
 import sys
 import time
@@ -349,9 +350,26 @@ def describe(limits: WorkerLimits, caps: SandboxCaps, cgroup: RunCgroup | None) 
     return out
 
 
-SYSTEM_READABLE = ("/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/sys", "/dev")
+SYSTEM_READABLE = ("/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/sys")
 """The system a runner reads: shared libraries, compilers and ptxas's needs, config, and what the CUDA driver
-and torch read from /proc, /sys and /dev. Only the devices in GPU_DEVICES and PLAIN_DEVICES are writable."""
+and torch read from /proc and /sys; and /dev but for DEV_UNREADABLE. Only the devices in GPU_DEVICES and
+PLAIN_DEVICES are writable."""
+DEV_UNREADABLE = ("shm", "mqueue")
+"""Other processes' shared memory and message queues (a Ray object store, NCCL's buffers, another
+session's files): nothing a runner needs, and a store it must not read."""
+
+
+def _dev_readable() -> list[str]:
+    """/dev's folders and device nodes, but for DEV_UNREADABLE; its links (fd, stdin, ...) point into /proc."""
+    out = []
+    with contextlib.suppress(OSError):
+        for entry in sorted(os.scandir("/dev"), key=lambda e: e.name):
+            if entry.name in DEV_UNREADABLE or entry.is_symlink():
+                continue
+            mode = entry.stat(follow_symlinks=False).st_mode
+            if stat.S_ISDIR(mode) or stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISREG(mode):
+                out.append(entry.path)
+    return out
 
 
 def _package_dirs(name: str) -> list[str]:
@@ -408,7 +426,7 @@ def runner_readable(extra: list[str]) -> list[str]:
     sites = [p for p in [*sys.path, *site.getsitepackages()]
              if os.path.basename(p.rstrip("/")) in ("site-packages", "dist-packages")]
     packages = [d for name in ("torch", "triton", "nvidia") for d in _package_dirs(name)]
-    system = [*SYSTEM_READABLE, *glob.glob("/usr/local/cuda*"), *glob.glob("/run/nvidia*")]
+    system = [*SYSTEM_READABLE, *_dev_readable(), *glob.glob("/usr/local/cuda*"), *glob.glob("/run/nvidia*")]
     out: list[str] = []
     for path in [*python, *sites, toolkit, *packages, *_libcuda_dirs(), *_compiler_prefixes(), *system, *extra]:
         out += [os.path.abspath(path), os.path.realpath(path)]
