@@ -339,6 +339,14 @@ def open_scorer(config: RunConfig, backend: Backend) -> tuple[Scorer, Backend]:
     return scorer, backend
 
 
+def tools_gpus(scoring: Scorer, backend: Backend) -> list[int]:
+    """The GPUs the sessions' own tool calls are spread over, round robin: this host's scoring GPUs. On a
+    Ray cluster the sessions run on the head, whose GPU 0 (if any) serves their tools."""
+    if backend == "cpu" or not isinstance(scoring, LocalScoring):
+        return []
+    return [d.index for d in scoring.placer(backend).devices]
+
+
 def execute(config: RunConfig, *, out: Path | None = None, resume: bool = False, stream: TextIO | None = None) -> int:
     """Run the matrix; returns the exit code (0: every session ended and was scored; 1: some infra error)."""
     stream = stream or sys.stdout  # looked up now: a test may have replaced it
@@ -381,12 +389,14 @@ def _run_matrix(config: RunConfig, agent: Agent, sandbox: Sandbox, run_dir: Path
     stream.flush()
     stop = threading.Event()
     progress = Progress(len(todo), stream)
+    tool_gpus = tools_gpus(scoring, backend)
 
     def one(spec: SessionSpec) -> SessionRecord:
         progress.started(spec)
         store.mark_running(spec.id, now(), str(run_dir / "sessions" / spec.id))
+        gpu = tool_gpus[todo.index(spec) % len(tool_gpus)] if tool_gpus else None
         record = run_session(spec, config, agent, run_dir=run_dir, backend=backend, sandbox=sandbox.prefix,
-                             stop=stop, scorer=scoring)
+                             stop=stop, scorer=scoring, gpu=gpu)
         store.finish_session(record)
         progress.finished(spec, session_line(record))
         return record

@@ -231,9 +231,10 @@ def score_last(task: Task, submissions: list[SubmissionRecord], backend: Backend
 
 def run_session(spec: SessionSpec, config: RunConfig, agent: Agent, *, run_dir: Path, backend: Backend,
                 sandbox: SandboxPrefix, stop: threading.Event | None = None,
-                scorer: Scorer | None = None) -> SessionRecord:
-    """Run one session from scratch (its folder is cleared first) and return its rows. Raises
-    SessionInterrupted when `stop` is set while it runs; any other failure of ours ends as infra_error."""
+                scorer: Scorer | None = None, gpu: int | None = None) -> SessionRecord:
+    """Run one session from scratch (its folder is cleared first) and return its rows; its tools run on
+    `gpu` (None: GPU 0). Raises SessionInterrupted when `stop` is set while it runs; any other failure of
+    ours ends as infra_error."""
     folder = session_dir(run_dir, spec)
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
@@ -245,7 +246,8 @@ def run_session(spec: SessionSpec, config: RunConfig, agent: Agent, *, run_dir: 
     score: ScoreRow | None = None
     try:
         (folder / "config.json").write_text(json.dumps({"spec": spec.model_dump(mode="json"), "id": spec.id,
-                                                        "config": config.model_dump(mode="json")}, indent=2))
+                                                        "config": config.model_dump(mode="json"),
+                                                        "tools_gpu": gpu}, indent=2))
         task = find_task(spec.task)
         (folder / "digests.json").write_text(json.dumps({
             "task": {"id": task.id, "sha256": task_digest(task)},
@@ -256,7 +258,7 @@ def run_session(spec: SessionSpec, config: RunConfig, agent: Agent, *, run_dir: 
         events = folder / "events.jsonl"
         events.touch()
         token = secrets.token_urlsafe(32)
-        session = SessionConfig(task_id=task.id, workspace=workspace, ledger=ledger, backend=backend)
+        session = SessionConfig(task_id=task.id, workspace=workspace, ledger=ledger, backend=backend, gpu=gpu)
         with serve_session(session, token) as url:
             ctx = SessionContext(spec=spec, config=config, workspace=workspace, home=home, session_dir=folder,
                                  events_path=events, mcp_url=url, token_env=TOKEN_ENV, token=token,

@@ -258,7 +258,8 @@ async def _compile(state: ServerState, progress: Progress, rec: CallRecord) -> C
 
 async def _evaluate_visible(state: ServerState, tool: str, progress: Progress, snap: Snapshot,
                             configs: list[str] | None, seeds: int | None) -> RunTestsReport:
-    request = EvalRequest(configs=configs or "visible", seeds=seeds, timing="quick", backend=state.backend)
+    request = EvalRequest(configs=configs or "visible", seeds=seeds, timing="quick", backend=state.backend,
+                          gpu=state.session.gpu)
     ev = await _run_locked(state, tool, progress, "building and checking",
                            lambda on_progress, cancel: evaluate(state.task, snap, request,
                                                                 on_progress=on_progress, cancel=cancel,
@@ -401,7 +402,7 @@ def build_server(session: SessionConfig) -> MCPServer:
     @asynccontextmanager
     async def lifespan(_: MCPServer) -> AsyncIterator[ServerState]:
         ledger = Ledger(session.ledger_path)
-        pool = worker_pool(task, backend)
+        pool = worker_pool(task, backend, gpu=session.gpu)
         try:
             yield ServerState(session=session, task=task, backend=backend, info=info, ledger=ledger, view=view,
                               pool=pool)

@@ -46,6 +46,8 @@ class SessionConfig(BaseModel):
     ledger: Path | None = None
     """The session's SQLite ledger; default `<cache>/sessions/<slug>-<hash>/ledger.db`."""
     backend: Literal["auto", "cpu", "cuda", "rocm"] = "auto"
+    gpu: int | None = Field(default=None, ge=0)
+    """Which GPU of the host the tools run on (None: GPU 0); a harness spreads its sessions over its GPUs."""
     limits: ToolLimits = Field(default_factory=ToolLimits)
 
     @model_validator(mode="after")

@@ -30,6 +30,7 @@ from crucible.harness.scoring import LocalScoring
 from crucible.harness.store import STORE_FILE, RunRow, ScoreRow, SessionRecord, SessionRow, Store
 from crucible.toolkit.devices import gpu_lease
 from crucible.toolkit.results import DeviceInfo, Evaluation
+from crucible.toolkit.task import find_task
 
 H200 = "NVIDIA H200"
 
@@ -315,3 +316,40 @@ def test_on_a_gpu_host_scores_spread_over_its_gpus_and_record_each_gpus_name() -
         assert p.evaluation is not None and p.evaluation.timing_comparable
     if len(devices) >= 2:
         assert len({p.placement.gpu for p in placed}) >= 2, "evaluations ran on more than one GPU"
+
+
+def test_sessions_tools_are_spread_over_the_hosts_scoring_gpus_and_none_on_the_cpu() -> None:
+    from crucible.harness.run import tools_gpus
+
+    local = LocalScoring(devices={"cuda": [Device(index=2, name=H200), Device(index=5, name=H200)]})
+    assert tools_gpus(local, "cuda") == [2, 5]
+    assert tools_gpus(local, "cpu") == []
+
+
+def test_a_tool_call_leases_the_gpu_its_pools_judges_run_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    from contextlib import contextmanager
+
+    from crucible.toolkit import evaluation
+    from crucible.toolkit.worker import WorkerOutcome
+
+    leased: list[int | None] = []
+
+    @contextmanager
+    def lease(backend, gpu, cancel=None):  # type: ignore[no-untyped-def]
+        leased.append(gpu)
+        yield
+
+    class Pool:
+        backend, gpu = "cuda", 5
+
+        def run_job(self, kind, payload, **kw):  # type: ignore[no-untyped-def]
+            return WorkerOutcome(status="ok", result={}, message="", exit_code=0, signal=None, stderr_tail="",
+                                 seconds=0.0, isolation={})
+
+    monkeypatch.setattr(evaluation, "gpu_lease", lease)
+    monkeypatch.setattr(evaluation, "run_job", lambda *a, **kw: Pool().run_job("compile", {}))
+    task = find_task("triton2triton/vadd", Path(__file__).parent / "fixtures" / "tasks")
+    # The request names no GPU (a compile): the lease follows the pool, never GPU 0 by default.
+    evaluation._run(task, "compile", {}, "cuda", evaluation.EvalRequest(), None, None, Pool())  # type: ignore[arg-type]
+    evaluation._run(task, "compile", {}, "cuda", evaluation.EvalRequest(), None, None)
+    assert leased == [5, 0]

@@ -284,6 +284,8 @@ def _run(task: Task, kind: str, payload: dict, backend: Backend, request: EvalRe
          on_progress: Callable[[dict], None] | None, cancel: threading.Event | None,
          pool: WorkerPool | None = None) -> WorkerOutcome:
     gpu = request.gpu if request.gpu is not None else (0 if backend != "cpu" else None)
+    if pool is not None and pool.backend == backend:
+        gpu = pool.gpu  # the pool's judges were started on their GPU: the lease must be the same one
     try:
         with gpu_lease(backend, gpu, cancel):
             if pool is not None and pool.backend == backend:
@@ -334,7 +336,7 @@ def worker_pool(task: Task, backend: Backend | Literal["auto"] = "auto", gpu: in
     agent's `compile` and the `run_tests` right after it each find one started."""
     backend = resolve_backend(backend)
     return WorkerPool(limits=_limits(task, None), backend=backend,
-                      gpu=gpu if gpu is not None else (0 if backend != "cpu" else None), env=_worker_env(),
+                      gpu=None if backend == "cpu" else gpu if gpu is not None else 0, env=_worker_env(),
                       spares=spares)
 
 

@@ -137,7 +137,7 @@ def profile(task: Task, snapshot: Snapshot, config: str | None = None, *, ncu: b
         elif shutil.which("ncu") is None:
             notes.append("Nsight Compute (`ncu`) is not on PATH: not run")
         else:
-            ncu_metrics, note = run_ncu(task, snapshot, name, cancel=cancel)
+            ncu_metrics, note = run_ncu(task, snapshot, name, cancel=cancel, gpu=pool.gpu if pool else None)
             if note:
                 notes.append(note)
     return Profile(**base, status="ok", message=evaluation.message, timing=result, kernels=kernels,
@@ -176,8 +176,8 @@ NCU_METRICS = ["gpu__time_duration.sum", "dram__throughput.avg.pct_of_peak_susta
                "sm__warps_active.avg.pct_of_peak_sustained_active", "l1tex__t_bytes.sum", "dram__bytes.sum"]
 
 
-def run_ncu(task: Task, snapshot: Snapshot, config: str,
-            cancel: threading.Event | None = None) -> tuple[dict[str, dict[str, float | str]] | None, str]:
+def run_ncu(task: Task, snapshot: Snapshot, config: str, cancel: threading.Event | None = None,
+            gpu: int | None = None) -> tuple[dict[str, dict[str, float | str]] | None, str]:
     """Run the candidate on one config under Nsight Compute in a worker; metrics per kernel."""
     from .evaluation import EvalRequest, _run, build, kernel_spec, resolve_backend
 
@@ -185,7 +185,7 @@ def run_ncu(task: Task, snapshot: Snapshot, config: str,
     payload = {"task_root": str(task.root), "config": config, "metrics": NCU_METRICS,
                "snapshot_root": str(snapshot.root),
                "candidate": kernel_spec(task, built, snapshot.root / task.spec.candidate).model_dump()}
-    outcome = _run(task, "ncu", payload, resolve_backend("cuda"), EvalRequest(backend="cuda"), None, cancel)
+    outcome = _run(task, "ncu", payload, resolve_backend("cuda"), EvalRequest(backend="cuda", gpu=gpu), None, cancel)
     if outcome.status != "ok" or outcome.result is None:
         return None, f"Nsight Compute run failed: {outcome.message}"
     if outcome.result.get("error"):
