@@ -17,7 +17,7 @@ import torch
 
 from crucible.harness.importers import ImporterError
 from crucible.harness.importers.kernelbench import import_batch, import_problem, import_problems
-from crucible.harness.importers.kernelbench_rules import DEFAULT_RULES, load_rules
+from crucible.harness.importers.kernelbench_rules import DEFAULT_RULES, candidate_sizes, load_rules
 from crucible.toolkit.runner.loading import import_file
 from crucible.toolkit.task import Task, load_task, output_shape
 
@@ -205,7 +205,7 @@ def test_a_batch_reports_every_refusal_with_its_reason_and_goes_on(batch: tuple[
     assert outcomes["7_Broken.py"].reason == "load_error" and "broken on purpose" in outcomes["7_Broken.py"].message
     assert [n for n, o in outcomes.items() if o.status == "imported"] == [
         "1_Conv2d_BiasAdd_square.py", "2_Conv2d_GroupNorm_MaxPool.py", "3_Matmul_Dropout.py", "4_Huge_Scale.py",
-        "5_Pairwise_Broadcast.py"]
+        "5_Pairwise_Broadcast.py", "8_Conv2d_Min_BroadcastBias.py"]
     assert (out / "suites.toml").is_file() and "[kernelbench-l2]" in (out / "suites.toml").read_text()
     again = import_batch([LEVEL2 / "3_Matmul_Dropout.py", LEVEL2 / "6_No_Sizes.py"], out)
     assert [o.reason for o in again] == ["exists", "no_sizes"]
@@ -287,3 +287,18 @@ def test_sizes_that_must_stay_equal_move_together(batch: tuple[Path, dict]) -> N
     assert record["follows"] == {"input_shape_0": "batch_size"}
     assert all(c.values["input_shape_0"] == c.values["batch_size"] for c in task.configs("all"))
     assert task.spec.signature.outputs[0].shape == [1]
+
+
+def test_skew_gives_every_size_its_own_scale_even_past_the_end_of_its_list() -> None:
+    skew = next(c for c in load_rules(DEFAULT_RULES).candidates if c.name == "skew")
+    # A square 2D conv: batch, channels in and out, height and width all 128 in the problem.
+    sizes = {name: 128 for name in ("batch_size", "in_channels", "out_channels", "height", "width", "depth")}
+    new = candidate_sizes(skew, sizes)
+    assert len(set(new.values())) == len(sizes) and 128 not in new.values()
+
+
+def test_a_broadcast_one_in_a_parameters_shape_stays_fixed(batch: tuple[Path, dict]) -> None:
+    out, _ = batch
+    record = json.loads((_task(out, "kb2_8_conv2d_min_broadcastbias").root / "imported.json").read_text())
+    assert {"bias_shape_0", "bias_shape_1", "bias_shape_2"} <= set(record["fixed"])
+    assert "broadcast" in record["why"]["bias_shape_0"]

@@ -32,7 +32,8 @@ class Candidate(Model):
     odd: bool = False
     """Make each new size odd (adding 1 where it is even)."""
     skew: list[float] = Field(default_factory=list)
-    """Scales cycled over the sizes in order, instead of `scale`: sizes equal in the problem differ here."""
+    """Scales cycled over the sizes in order, instead of `scale`, each round 25% above the last: sizes equal
+    in the problem differ here."""
 
     @model_validator(mode="after")
     def _positive_skew(self) -> Candidate:
@@ -84,7 +85,10 @@ def candidate_sizes(candidate: Candidate, sizes: dict[str, int]) -> dict[str, in
     named dimension, or a kernel that hard-codes one of them passes)."""
     new = {}
     for i, (name, old) in enumerate(sizes.items()):
-        scale = candidate.skew[i % len(candidate.skew)] if candidate.skew else candidate.scale
+        scale = candidate.scale
+        if candidate.skew:  # past the list's end each round is stretched, so no two sizes share a scale
+            rounds, at = divmod(i, len(candidate.skew))
+            scale = candidate.skew[at] * (1 + 0.25 * rounds)
         step = candidate.align or 1
         v = round(old * scale) + candidate.add
         if candidate.align:

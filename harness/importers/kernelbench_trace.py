@@ -347,6 +347,8 @@ def _role(name: str, value: int | float, base: Trace, t: Trace, rules: Rules) ->
     if any(m.startswith("state:") for m in moves):
         if matches(name, rules.sizes.structural):
             return var("fixed", "structural by name (it shapes only parameters)")
+        if value == 1:  # a bias of shape (C, 1, 1): a 1 there broadcasts, and changing it changes the model
+            return var("fixed", "a broadcast dimension (1) of a parameter's shape")
         return var("size", "a parameter's shape follows it")
     return var("fixed", "it shapes no input and no parameter")
 
