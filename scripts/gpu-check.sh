@@ -65,13 +65,13 @@ for s in ${steps//,/ }; do
     tests)
       select=()
       [[ ${FULL:-0} == 1 ]] || select=(-k "not expert_solution_is_correct and not baseline_is_correct")
-      step gpu-tests python3 -m pytest -m gpu -q -rP -p no:cacheprovider "${select[@]}" "$@" tests ;;
+      step gpu-tests python3 -m pytest -n 0 -m gpu -q -rP -p no:cacheprovider "${select[@]}" "$@" tests ;;
     judge)
-      step gpu-judge-tests python3 -m pytest -m gpu -q -rP -p no:cacheprovider tests/test_gpu.py \
+      step gpu-judge-tests python3 -m pytest -n 0 -m gpu -q -rP -p no:cacheprovider tests/test_gpu.py \
         -k "not expert_solution_is_correct and not baseline_is_correct" "$@"
       step judged-timing python3 benchmarks/judged_timing.py --repeats "${REPEATS:-3}" ;;
     redteam)
-      step gpu-redteam python3 -m pytest -m gpu -q -rP -p no:cacheprovider tests/test_redteam.py "$@" ;;
+      step gpu-redteam python3 -m pytest -n 0 -m gpu -q -rP -p no:cacheprovider tests/test_redteam.py "$@" ;;
     final)
       # shellcheck disable=SC2086
       step final-scoring python3 benchmarks/final_scoring.py ${TASKS:+--tasks $TASKS} ;;

@@ -87,6 +87,7 @@ def test_claude_code_calls_every_tool_and_reports_its_own_tokens_and_cost(tmp_pa
     assert s.ctx.token not in config_files(s.ctx.home)
 
 
+@pytest.mark.slow  # a real agent CLI against a fake model API
 @needs_claude
 def test_claude_code_without_its_mcp_server_ends_as_infra_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     agent = get_agent("claude-code")
@@ -126,6 +127,7 @@ def test_codex_calls_every_tool_and_is_priced_from_the_table(tmp_path: Path, mon
     assert s.ctx.token not in config_files(s.ctx.home)
 
 
+@pytest.mark.slow  # a real agent CLI against a fake model API
 @needs_codex
 def test_codex_without_its_mcp_server_ends_as_infra_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     agent = get_agent("codex")
@@ -139,6 +141,7 @@ def test_codex_without_its_mcp_server_ends_as_infra_error(tmp_path: Path, monkey
 
 # --------------------------------------------------------------------------------- limits, for both CLIs
 
+@pytest.mark.slow  # a real agent CLI against a fake model API
 @pytest.mark.parametrize("name", ["claude-code", "codex"])
 def test_a_stalled_model_is_stopped_at_the_time_limit_with_no_process_left(name: str, tmp_path: Path,
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
@@ -161,6 +164,7 @@ def test_a_stalled_model_is_stopped_at_the_time_limit_with_no_process_left(name:
     assert left == []
 
 
+@pytest.mark.slow  # a real agent CLI against a fake model API
 @needs_claude
 def test_cancel_stops_the_agent_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with StallingAnthropic() as fake:
@@ -383,6 +387,7 @@ def test_api_file_tools_cannot_leave_the_workspace(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------ the CLIs' own file tools, sandboxed
 
+@pytest.mark.slow  # a real agent CLI against a fake model API
 @needs_claude
 def test_claude_codes_write_tool_works_in_the_sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with served_session(tmp_path, "claude-code", "claude-sonnet-4-5", binary=CLAUDE) as s, \
@@ -393,6 +398,7 @@ def test_claude_codes_write_tool_works_in_the_sandbox(tmp_path: Path, monkeypatc
     assert (s.ctx.workspace / NOTE).read_text() == TEXT
 
 
+@pytest.mark.slow  # a real agent CLI against a fake model API
 @needs_codex
 def test_codexs_shell_works_in_the_sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with served_session(tmp_path, "codex", "gpt-5", binary=CODEX) as s, ShellOpenAI() as fake:
