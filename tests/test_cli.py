@@ -121,6 +121,7 @@ def test_tool_compile_gives_file_and_line_of_a_cuda_error(tmp_path: Path, capsys
     assert "kernel.cu:6: error" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # end to end through the CLI; tests/test_evaluation.py holds the same verdicts quickly
 @pytest.mark.parametrize(("planted", "verdict"), [("vadd_crash.py", "CRASH"), ("vadd_hang.py", "TIMEOUT"),
                                                   ("vadd_exit.py", "EXIT"), ("vadd_os_exit.py", "EXIT")])
 def test_tool_test_gives_a_clear_verdict_for_a_crash_hang_or_early_exit_and_the_next_call_works(

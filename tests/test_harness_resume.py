@@ -84,6 +84,7 @@ def test_a_run_killed_mid_session_resumes_without_rerunning_or_losing_rows(tmp_p
                               "usage": 3}
 
 
+@pytest.mark.slow  # two whole scripted runs
 def test_resume_refuses_a_changed_config_and_says_how_to_resume(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("CRUCIBLE_TASKS", str(FIXTURES))

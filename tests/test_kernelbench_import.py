@@ -188,6 +188,9 @@ def test_the_cli_imports_with_a_solution_and_the_task_validates(tmp_path: Path) 
 LEVEL2 = PROBLEMS / "level2"
 
 
+BATCH = pytest.mark.slow  # a whole batch import of tests/fixtures/kernelbench/level2 (~40 s of tracing)
+
+
 @pytest.fixture(scope="module")
 def batch(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     out = tmp_path_factory.mktemp("batch")
@@ -199,6 +202,7 @@ def _task(out: Path, slug: str) -> Task:
     return load_task(out / "torch2triton" / slug)
 
 
+@BATCH
 def test_a_batch_reports_every_refusal_with_its_reason_and_goes_on(batch: tuple[Path, dict]) -> None:
     out, outcomes = batch
     assert outcomes["6_No_Sizes.py"].reason == "no_sizes"
@@ -211,6 +215,7 @@ def test_a_batch_reports_every_refusal_with_its_reason_and_goes_on(batch: tuple[
     assert [o.reason for o in again] == ["exists", "no_sizes"]
 
 
+@BATCH
 def test_equal_sizes_keep_their_own_names_and_a_hidden_config_tells_them_apart(batch: tuple[Path, dict]) -> None:
     out, _ = batch
     task = _task(out, "kb2_1_conv2d_biasadd_square")
@@ -225,6 +230,7 @@ def test_equal_sizes_keep_their_own_names_and_a_hidden_config_tells_them_apart(b
     assert all(c.values[s] != visible[s] for c in task.configs("hidden") for s in record["sizes"])
 
 
+@BATCH
 def test_a_tuple_init_argument_follows_the_sizes_it_is_built_from(batch: tuple[Path, dict]) -> None:
     out, _ = batch
     task = _task(out, "kb2_1_conv2d_biasadd_square")
@@ -238,6 +244,7 @@ def test_a_tuple_init_argument_follows_the_sizes_it_is_built_from(batch: tuple[P
     assert list(got.shape) == output_shape(task.spec.signature.outputs[0], config)
 
 
+@BATCH
 def test_kernel_size_group_count_and_pooling_window_stay_fixed(batch: tuple[Path, dict]) -> None:
     out, _ = batch
     task = _task(out, "kb2_2_conv2d_groupnorm_maxpool")
@@ -248,6 +255,7 @@ def test_kernel_size_group_count_and_pooling_window_stay_fixed(batch: tuple[Path
     assert len(task.configs("hidden")) >= 4
 
 
+@BATCH
 def test_the_model_runs_in_eval_mode_so_dropout_does_not_make_the_reference_random(batch: tuple[Path, dict]) -> None:
     out, _ = batch
     task = _task(out, "kb2_3_matmul_dropout")
@@ -262,6 +270,7 @@ def test_the_model_runs_in_eval_mode_so_dropout_does_not_make_the_reference_rand
     torch.testing.assert_close(first, want)
 
 
+@BATCH
 def test_the_trace_allocates_nothing_and_the_problems_own_shape_stays_visible(batch: tuple[Path, dict]) -> None:
     out, _ = batch  # 4_Huge_Scale's input is 4 TiB: building it for real would have killed the import
     task = _task(out, "kb2_4_huge_scale")
@@ -280,6 +289,7 @@ def test_hidden_configs_over_the_byte_caps_are_dropped_with_the_reason(tmp_path:
                for c in load_task(folder).configs("hidden"))
 
 
+@BATCH
 def test_sizes_that_must_stay_equal_move_together(batch: tuple[Path, dict]) -> None:
     out, _ = batch
     task = _task(out, "kb2_5_pairwise_broadcast")
@@ -297,6 +307,7 @@ def test_skew_gives_every_size_its_own_scale_even_past_the_end_of_its_list() -> 
     assert len(set(new.values())) == len(sizes) and 128 not in new.values()
 
 
+@BATCH
 def test_a_broadcast_one_in_a_parameters_shape_stays_fixed(batch: tuple[Path, dict]) -> None:
     out, _ = batch
     record = json.loads((_task(out, "kb2_8_conv2d_min_broadcastbias").root / "imported.json").read_text())
