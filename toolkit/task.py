@@ -29,6 +29,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .parsing import parse
+
 Category = Literal["triton2triton", "cuda2cuda", "hip2hip", "torch2triton", "torch2cuda", "torch2hip"]
 Language = Literal["triton", "cuda", "hip"]
 ParamType = Literal["int32", "int64", "float32", "float64"]
@@ -443,7 +445,7 @@ def evaluate_expr(expr: int | float | str, scope: dict[str, ConfigValue]) -> int
         raise ValueError(f"{expr!r}: only numbers, config names, + - * / // % **, min, max, cdiv are allowed")
 
     try:
-        tree = ast.parse(str(expr), mode="eval")
+        tree = parse(str(expr), mode="eval")
     except SyntaxError as exc:
         raise ValueError(f"{expr!r} is not an expression: {exc.msg}") from None
     return walk(tree)

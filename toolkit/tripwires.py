@@ -41,6 +41,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from .parsing import parse
 from .task import Task
 from .workspace import SOURCE_SUFFIXES, visible_files
 
@@ -419,7 +420,7 @@ def _identity(node: ast.AST, scan: _PyScan) -> bool:
 
 def scan_python(text: str, file: str, *, kernel_task: bool = True) -> list[Tripwire]:
     try:
-        tree = ast.parse(text, filename=file)
+        tree = parse(text, filename=file)
     except SyntaxError:
         return []  # the build reports it; a file that does not parse cannot run
     v = _PyScan(file, text.splitlines(), kernel_task)

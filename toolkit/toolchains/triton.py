@@ -26,7 +26,6 @@ Nothing here imports triton or torch at module import: the parent stays light.
 
 from __future__ import annotations
 
-import ast
 import functools
 import hashlib
 import importlib.util
@@ -45,6 +44,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from ..parsing import parse
 from . import BuildResult, BuildTarget, Diagnostic, KernelResources
 from .cuda import parse_ptxas, trim_log
 
@@ -69,7 +69,7 @@ class TritonToolchain:
             file=candidate, message=f"{candidate} not found in the source directory; create it")]
         for path, rel in zip(files, rels, strict=True):
             try:
-                ast.parse(path.read_bytes(), filename=rel)
+                parse(path.read_bytes(), filename=rel)
             except SyntaxError as e:
                 diagnostics.append(Diagnostic(file=rel, line=e.lineno, column=e.offset, message=e.msg))
         log = "\n".join(f"{d.file}:{d.line}:{d.column}: error: {d.message}" for d in diagnostics)
