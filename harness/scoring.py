@@ -265,6 +265,8 @@ def physics_flags(ev: Evaluation) -> list[str]:
         return []
     flags = [f"{AUDIT_PREFIX}{SPEEDUP_FLAG:g}x: {c.config} {c.speedup:.3g}x" for c in ev.configs
              if c.speedup is not None and c.speedup > SPEEDUP_FLAG]
-    flags += [f"peak_fraction>{PEAK_FLAG:g}: {c.config} {c.sol_fraction:.3g} of the datasheet peak"
-              for c in ev.configs if c.sol_fraction is not None and c.sol_fraction > PEAK_FLAG]
+    reported = [(c, c.sol_us / c.candidate.median_us) for c in ev.configs  # the runner's own figure, unraised
+                if c.sol_us and c.candidate is not None and c.candidate.median_us > 0]
+    flags += [f"peak_fraction>{PEAK_FLAG:g}: {c.config} {fraction:.3g} of the datasheet peak"
+              for c, fraction in reported if fraction > PEAK_FLAG]
     return flags

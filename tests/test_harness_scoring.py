@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from crucible.harness.scoring import score_evaluation, score_session
-from crucible.toolkit.results import ConfigResult, Evaluation
+from crucible.harness.scoring import physics_flags, score_evaluation, score_session
+from crucible.toolkit.results import ConfigResult, Evaluation, TimingStats
 from crucible.toolkit.task import Task, find_task
 
 HERE = Path(__file__).resolve().parent
@@ -21,8 +21,11 @@ def task() -> Task:
 
 
 def cfg(name: str, status: str = "pass", speedup: float | None = 2.0, peak: float | None = None) -> ConfigResult:
+    # A kernel reported at 100 us whose speed of light is `peak` of that.
+    timed = None if peak is None else TimingStats(median_us=100, min_us=99, max_us=101, iqr_us=1, rse=0.01, reps=10,
+                                                  method="gated_events", comparable=True)
     return ConfigResult(config=name, status=status, speedup=speedup, peak_fraction=peak,  # type: ignore[arg-type]
-                        sol_fraction=peak)
+                        sol_fraction=peak, sol_us=None if peak is None else 100 * peak, candidate=timed)
 
 
 def ev(status: str = "ok", configs: list[ConfigResult] | None = None, comparable: bool = True) -> Evaluation:
@@ -162,3 +165,23 @@ def test_a_pass_carries_the_geometric_mean_sol_fraction_of_its_configs(task: Tas
     score = score_evaluation(task, ev(configs=[cfg("small", peak=0.25), cfg("half", peak=1.0),
                                                cfg("tail", peak=None), cfg("big", peak=0.25)]))
     assert score.verdict == "pass" and score.sol_fraction == pytest.approx(0.25 ** (2 / 3))
+
+
+def test_the_physics_check_reads_the_reported_time_and_sol_the_time_the_speedup_uses(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from crucible.toolkit.evaluation import with_peak_fraction
+    from crucible.toolkit.results import DeviceInfo
+
+    monkeypatch.setenv("CRUCIBLE_CACHE", str(tmp_path))
+    task = find_task("cuda2cuda/reduce_sum")
+    name = task.configs("visible")[0].name
+    # Reported 100 us, raised to the judge's 200 us bound; at the limit the call takes 150 us.
+    timed = TimingStats(median_us=100, min_us=99, max_us=101, iqr_us=1, rse=0.01, reps=10, method="gated_events",
+                        comparable=True, scored_us=200)
+    h200 = DeviceInfo(backend="cuda", name="NVIDIA H200", torch="x")
+    result = with_peak_fraction(ConfigResult(config=name, status="pass", bytes=150e-6 * 4.8e12, candidate=timed),
+                                h200, task)
+    assert result.sol_fraction == pytest.approx(0.75)  # 150 / 200: no SOL from a time under the bound
+    flags = physics_flags(Evaluation(task=task.id, snapshot="s", backend="cuda", status="ok", message="",
+                                     timing_comparable=True, configs=[result]))
+    assert any(f.startswith(f"peak_fraction>1: {name} 1.5") for f in flags)  # 150 / 100, as reported

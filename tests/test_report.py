@@ -262,12 +262,14 @@ def test_terminal_escape_sequences_from_agents_are_neutralised(tmp_path: Path) -
 def test_only_speedups_above_10x_go_to_audit_every_other_flag_is_an_integrity_flag() -> None:
     from crucible.harness.report import is_integrity_flag
     from crucible.harness.scoring import physics_flags
-    from crucible.toolkit.results import ConfigResult, Evaluation, IntegrityFinding
+    from crucible.toolkit.results import ConfigResult, Evaluation, IntegrityFinding, TimingStats
 
+    timed = TimingStats(median_us=10, min_us=10, max_us=10, iqr_us=0, rse=0, reps=5, method="gated_events",
+                        comparable=True)
     ev = Evaluation(task=SOFTMAX, snapshot="s", backend="cuda", status="ok", message="", timing_comparable=True,
                     configs=[ConfigResult(config="fast", status="pass", speedup=12.0),
-                             ConfigResult(config="impossible", status="pass", speedup=2.0,
-                                          sol_fraction=1.4)])
+                             ConfigResult(config="impossible", status="pass", speedup=2.0, candidate=timed,
+                                          sol_us=14.0, sol_fraction=1.4)])
     speed, peak = physics_flags(ev)
     assert not is_integrity_flag(speed) and is_integrity_flag(peak)
     assert is_integrity_flag(IntegrityFinding(defence="stale_results", config="c", evidence="e").flag())
