@@ -18,6 +18,7 @@
 #   judge     the judge/runner split: tests/test_gpu.py without the per-task tests, then the timer's
 #             repeatability and agreement with ncu and with the judge (benchmarks/judged_timing.py)
 #   redteam   every red-team cheat scored on the GPU (tests/test_redteam.py -m gpu)
+#   scale     the placement, Ray and worker GPU tests, and the reward service's verdicts per minute
 #   final     final scoring of every expert solution: verdicts, false alarms, time against before
 #             (benchmarks/final_scoring.py; TASKS=... for a part; figures merge across calls)
 #   run       crucible run --no-sandbox --suite core (the scripted expert plan), and its report; the run
@@ -72,6 +73,10 @@ for s in ${steps//,/ }; do
       step judged-timing python3 benchmarks/judged_timing.py --repeats "${REPEATS:-3}" ;;
     redteam)
       step gpu-redteam python3 -m pytest -n 0 -m gpu -q -rP -p no:cacheprovider tests/test_redteam.py "$@" ;;
+    scale)  # issue 16: placement, Ray and worker tests on the GPU, and the reward service's verdicts per minute
+      step gpu-scale-tests python3 -m pytest -n 0 -m gpu -q -rP -p no:cacheprovider tests/test_placement.py \
+        tests/test_ray_scoring.py tests/test_worker.py "$@"
+      step reward-service python3 benchmarks/reward_service.py --n "${N:-6}" --gpus 1 --settle 3 ;;
     final)
       # shellcheck disable=SC2086
       step final-scoring python3 benchmarks/final_scoring.py ${TASKS:+--tasks $TASKS} ;;
@@ -99,7 +104,7 @@ for s in ${steps//,/ }; do
       crucible report "$run_dir" --json > benchmarks/results/scripted_run_report.json 2>>"$logs/run.log"
       crucible report "$run_dir" > benchmarks/results/scripted_run_report.txt 2>>"$logs/run.log"
       [[ -n ${OUT:-} ]] && tar czf "$OUT/gpu-run.tgz" "$run_dir" ;;
-    *) echo "unknown step $s (validate, calibrate, tests, bench, integrity, profiler, mcp, run)"; rc=2 ;;
+    *) echo "unknown step $s (validate, calibrate, tests, judge, redteam, scale, final, integrity, profiler, mcp, run)"; rc=2 ;;
   esac
 done
 [[ -n ${OUT:-} ]] && tar czf "$OUT/gpu-results.tgz" benchmarks/results
