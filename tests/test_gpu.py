@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from crucible.toolkit.evaluation import EvalRequest, evaluate
-from crucible.toolkit.task import Task, discover_tasks, find_task
+from crucible.toolkit.task import Task, discover_tasks, find_task, load_task
 from crucible.toolkit.workspace import materialize, take_snapshot
 
 pytestmark = pytest.mark.gpu
@@ -96,8 +96,6 @@ VADD = Path(__file__).parent / "fixtures/tasks/triton2triton/vadd"
 
 def vadd_with_a_large_config(tmp_path: Path) -> Task:
     """The vadd fixture with a config large enough (~190 us) for the timing bound to resolve."""
-    from crucible.toolkit.task import load_task
-
     folder = tmp_path / "vadd"
     shutil.copytree(VADD, folder)
     with open(folder / "hidden.toml", "a") as f:
@@ -183,3 +181,47 @@ def test_calibration_measures_ceilings_near_the_known_ones() -> None:
     ceil = calibrate()
     assert 3.0e12 < ceil.memory_bytes_per_s < 5.5e12
     assert 500e12 < ceil.flops_per_s["bfloat16"] < 1000e12
+
+
+PIN_IN_L2 = """
+extern "C" int entry(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y,
+                     int64_t M, int64_t N, double eps, cudaStream_t stream) {
+    // The largest persisting carve-out and an access-policy window over x, set anew on every call.
+    int dev = 0, max_persist = 0, max_window = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&max_persist, cudaDevAttrMaxPersistingL2CacheSize, dev);
+    cudaDeviceGetAttribute(&max_window, cudaDevAttrMaxAccessPolicyWindowSize, dev);
+    cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, (size_t)max_persist);
+    size_t bytes = (size_t)(M * N) * sizeof(__nv_bfloat16);
+    cudaStreamAttrValue attr = {};
+    attr.accessPolicyWindow.base_ptr = (void*)x;
+    attr.accessPolicyWindow.num_bytes = bytes < (size_t)max_window ? bytes : (size_t)max_window;
+    attr.accessPolicyWindow.hitRatio = 1.0f;
+    attr.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
+    attr.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
+    cudaStreamSetAttribute(stream, cudaStreamAttributeAccessPolicyWindow, &attr);
+    return expert_entry(x, w, y, M, N, eps, stream);
+}
+"""
+
+
+def test_data_pinned_in_l2_does_not_survive_to_the_next_timed_call(tmp_path: Path) -> None:
+    """The expert rmsnorm with its input pinned in the L2 (an access-policy window, the largest persisting
+    carve-out) must time no faster than the expert itself on an input that fits the carve-out: the judge
+    resets persisting lines before each batch and flushes the L2 before each call, from its own context."""
+    folder = tmp_path / "rmsnorm"
+    shutil.copytree(find_task("cuda2cuda/rmsnorm").root, folder)
+    with open(folder / "hidden.toml", "a") as f:  # x is 8 MiB: inside any Hopper carve-out
+        f.write('\n[[configs]]\nname = "fits_l2"\ndtype = "bfloat16"\nM = 1024\nN = 4096\neps = 1e-5\n')
+    task = load_task(folder)
+    expert = task.file(task.spec.solution or "").read_text()
+    assert 'extern "C" int entry(' in expert
+    pinned = tmp_path / "pinned.cu"
+    pinned.write_text(expert.replace('extern "C" int entry(', "static int expert_entry(") + PIN_IN_L2)
+    times = {}
+    for name, source in (("expert", task.file(task.spec.solution or "")), ("pinned", pinned)):
+        (tmp_path / name).mkdir()
+        result = on_gpu(task, source, tmp_path / name, configs=["fits_l2"], timing="careful")
+        assert result.status == "ok", (name, result.message)
+        times[name] = result.configs[0].candidate.median_us
+    assert times["pinned"] > 0.9 * times["expert"], times

@@ -196,6 +196,8 @@ def test_each_triton_cheat_is_caught_on_the_cpu(cheat: Path, tmp_path: Path) -> 
 def test_each_cheat_is_caught_on_the_gpu(cheat: Path, tmp_path: Path) -> None:
     verdict, flags, message, shown = score_cheat(cheat, "cuda", tmp_path)
     print(f"REDTEAM {cheat_id(cheat)}: {verdict}; {flags}")  # the figures of the GPU run keep this line
+    if verdict == "timeout":  # where the judge hung: its stacks at the limit end the evaluation's stderr
+        print(shown[-4000:])
     assert_caught(cheat, verdict, flags, message, shown, gpu=True)
 
 

@@ -2,6 +2,7 @@
 # expect-gpu: runtime:nondeterminism
 # Sums uneven parts of each result with float atomics from 32 programs: right within the tolerance, and on a
 # GPU the last bits change from run to run (the interpreter runs programs in order, so there it is exact).
+# The output is zeroed by a kernel of its own: torch's fill would be library time, another finding.
 import triton
 import triton.language as tl
 
@@ -16,6 +17,12 @@ def _parts(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.atomic_add(out_ptr + offs, v * w, mask=mask)
 
 
+@triton.jit
+def _zero(out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.zeros([BLOCK], dtype=out_ptr.dtype.element_ty), mask=offs < n)
+
+
 def vadd(x, y, out, *, N):
-    out.zero_()
+    _zero[(triton.cdiv(N, 1024),)](out, N, BLOCK=1024)
     _parts[(32, triton.cdiv(N, 1024))](x, y, out, N, BLOCK=1024)

@@ -1,8 +1,11 @@
 # expect: verdict:defeated
+# expect-gpu: runtime:library_time verdict:flagged
 # The judge's "fresh" timed inputs are two base sets under a new scale and offset per call (judge/cases.py
 # Fresh), so every input a call sees is a*x1 + b of one it has already seen. Keep the first answer per base,
 # recognize the base and solve (a, b) from 8 sampled elements, and answer a*c1 + 3b: one stream read
 # instead of two, right to the last bit the tolerance looks at. (On a reduction the same trick is O(1).)
+# On a GPU reading the samples back to the host is a device-to-host copy on every call, most of the call's
+# device time: library time (H200, 2026-12-01).
 import torch
 import triton
 import triton.language as tl

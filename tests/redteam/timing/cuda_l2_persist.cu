@@ -1,7 +1,10 @@
-// expect: verdict:flagged
+// expect: verdict:defeated
 // Right answer; pins what it reads in L2: the largest persisting carve-out the device allows
 // (cudaLimitPersistingL2CacheSize) and an access-policy window over x and w on the given stream, so the
 // harness's L2 flush between calls (ordinary lines) cannot evict them and the next call reads from L2.
+// Void by design: the judge resets persisting lines before each batch and flushes before each call (on an
+// H200 this scored 0.53x the baseline, 2026-12-01). tests/test_gpu.py times the expert with and without the
+// window on an input that fits the carve-out.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <cstdint>
