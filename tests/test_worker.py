@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 import sys
 import threading
@@ -94,6 +95,9 @@ def test_an_infinite_loop_times_out_and_the_next_run_works(scratch: Path) -> Non
     assert outcome.status == "timeout", outcome
     assert time.monotonic() - started < 5
     assert "1.5 s" in outcome.message
+    # where it hung: the worker's stack at the limit, down to the job's own loop
+    assert "most recent call first" in outcome.stderr_tail, outcome.stderr_tail
+    assert re.search(r'worker_jobs\.py", line \d+ in spin', outcome.stderr_tail)
     assert_next_run_works(scratch)
 
 
@@ -257,3 +261,15 @@ def test_a_job_whose_candidate_runs_in_a_child_hands_the_restriction_to_that_chi
     assert json.loads(outcome.result["child"]) == {"outside": False, "own_task": True}, outcome.result
     assert not target.exists()
     assert "in the process that runs the candidate" in outcome.isolation["filesystem"]
+
+
+@pytest.mark.parametrize(("said", "where"), [
+    ("OutOfMemoryError: CUDA out of memory. Tried to allocate 128.00 MiB. GPU 0 has a total capacity of 139.80 GiB",
+     "GPU memory"),
+    ("MemoryError: ", "host memory (limit 512 MiB)"),
+])
+def test_an_out_of_memory_verdict_names_the_memory_that_ran_out(said: str, where: str) -> None:
+    from crucible.toolkit.worker import _verdict
+
+    status, _, message, _, _ = _verdict(None, {"oom": {"message": said}}, 6, WorkerLimits(memory_mb=512), False, 60)
+    assert status == "oom" and f"ran out of {where}" in message and said in message

@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .jobs import JOBS, TRUSTED_JOBS
 from .leftovers import mark_owner
 from .sandbox import RunCgroup, SandboxCaps, describe, launch_prefix, probe
+from .worker_main import STACK_SIGNAL
 
 Status = Literal["ok", "error", "crash", "timeout", "exit", "oom", "cancelled", "infra"]
 Backend = Literal["cpu", "cuda", "rocm"]
@@ -43,6 +44,8 @@ TAIL_CHARS = 4000
 MAX_CHANNEL_BYTES = 256 << 20
 """More than this over the result channel is treated as an attack on the parent's memory."""
 REAP_GRACE_S = 2.0
+STACK_GRACE_S = 0.5
+"""How long a worker past its time gets to write its stacks before it is killed."""
 
 
 class WorkerLimits(BaseModel):
@@ -226,6 +229,12 @@ def _child_env(backend: Backend, gpu: int | None, scratch: Path, env: dict[str, 
 
 # ------------------------------------------------------------------------------------------- verdict
 
+def _gpu_oom(message: str) -> bool:
+    """An out-of-memory error of a GPU allocator (torch's CUDA/HIP caching allocator, the runtime's own)."""
+    return any(s in message for s in ("CUDA out of memory", "HIP out of memory", "cudaErrorMemoryAllocation",
+                                      "hipErrorOutOfMemory"))
+
+
 def _verdict(reason: str | None, messages: dict[str, dict[str, Any]], returncode: int,
              limits: WorkerLimits, oom_killed: bool, cpu_s: int,
              ) -> tuple[Status, dict[str, Any] | None, str, int | None, str | None]:
@@ -239,7 +248,8 @@ def _verdict(reason: str | None, messages: dict[str, dict[str, Any]], returncode
         return "cancelled", None, "the evaluation was cancelled by the caller", exit_code, sig
     if reason == "timeout":
         return ("timeout", None, f"the evaluation ran past its {limits.timeout_s:g} s wall-clock limit and was "
-                f"killed with every process it started; make it faster or look for a hang", exit_code, sig)
+                f"killed with every process it started; make it faster or look for a hang (the worker's stacks "
+                f"at the limit end stderr_tail)", exit_code, sig)
     if reason == "overflow":
         return ("error", None, f"the worker sent more than {MAX_CHANNEL_BYTES >> 20} MiB over its result "
                 "channel and was killed; return smaller results", exit_code, sig)
@@ -252,8 +262,11 @@ def _verdict(reason: str | None, messages: dict[str, dict[str, Any]], returncode
         return ("exit", None, f"the candidate called sys.exit({code!r}) before the evaluation finished; "
                 "exiting early is a failure", exit_code, sig)
     if "oom" in messages:
+        said = str(messages["oom"].get("message"))
+        if _gpu_oom(said):  # the device's memory has no limit of ours: the host's limit is beside the point
+            return "oom", None, f"the evaluation ran out of GPU memory: {said}; use less memory", exit_code, sig
         return ("oom", None, f"the evaluation ran out of host memory (limit {limits.memory_mb} MiB): "
-                f"{messages['oom'].get('message')}; use less memory", exit_code, sig)
+                f"{said}; use less memory", exit_code, sig)
     if "error" in messages:
         err = messages["error"]
         return ("error", None, f"the job raised {err.get('message')}\n{err.get('traceback', '')}",
@@ -430,6 +443,7 @@ class Worker:
                     reason = "cancelled"
                 elif time.monotonic() > deadline:
                     reason = "timeout"
+                    self._dump_stacks()
                 else:
                     with contextlib.suppress(queue.Empty):
                         dispatch(self.msgs.queue.get(timeout=0.05))
@@ -447,6 +461,13 @@ class Worker:
         return WorkerOutcome(status=status, result=result, message=message, exit_code=exit_code, signal=sig,
                              stderr_tail=self.tail.text(), seconds=round(time.monotonic() - began, 3),
                              isolation=isolation)
+
+    def _dump_stacks(self) -> None:
+        """Ask the worker for its threads' stacks (worker_main.STACK_SIGNAL) and give it a moment to write
+        them to stderr, where the outcome's tail keeps them: a timeout then says where the job hung."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, STACK_SIGNAL)
+            time.sleep(STACK_GRACE_S)
 
     def _reap(self, writer: threading.Thread | None = None) -> bool:
         """Kill the group (also after a normal exit: grandchildren the candidate left behind die with it),

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import faulthandler
 import importlib
 import json
 import os
@@ -38,6 +39,9 @@ from .sandbox import apply_rlimits, restrict_filesystem
 
 EXIT_ERROR, EXIT_INFRA, EXIT_SYSTEM_EXIT, EXIT_OOM = 3, 4, 5, 6
 TRACEBACK_CHARS = 3000
+STACK_SIGNAL = signal.SIGUSR1
+"""Sent to the worker's group when its time is up, just before it is killed: the worker writes every
+thread's stack to stderr, so a hang says where it hung (the supervisor ignores it)."""
 class Channel:
     """The write end of the result pipe; thread-safe, whole messages only."""
 
@@ -120,8 +124,10 @@ def _supervise(channel: Channel) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
     pid = os.fork()
     if pid == 0:
+        faulthandler.register(STACK_SIGNAL, all_threads=True)
         return
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(STACK_SIGNAL, signal.SIG_IGN)
     while True:
         try:
             done, status = os.wait()
