@@ -247,3 +247,18 @@ def test_a_negative_reported_time_is_a_protocol_violation(tmp_path: Path) -> Non
 
     with pytest.raises(ValidationError):
         REPLY.validate_python({"reply": "timed", "first_seq": 1, "us": [1.0, -5.0]})
+
+
+# ---------------------------------------------------------------- a trusted runner starved of GPU memory
+
+def test_a_trusted_runner_out_of_gpu_memory_is_the_candidates_failure_only_when_its_runner_held_the_memory() -> None:
+    from crucible.toolkit.judge.evaluate import STARVED_BYTES, starvation
+    from crucible.toolkit.protocol import is_gpu_oom
+
+    ended = starvation("baseline", 40 << 30)
+    assert ended is not None and ended.status == "oom"
+    assert "baseline runner ran out of GPU memory" in ended.message and "40.0 GiB" in ended.message
+    # a runner's own CUDA context is not a hoard: under the bar the failure stays ours (infra)
+    assert starvation("baseline", STARVED_BYTES - 1) is None and starvation("baseline", 600 << 20) is None
+    assert is_gpu_oom("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 128.00 MiB")
+    assert not is_gpu_oom("MemoryError") and not is_gpu_oom("CUDA error: an illegal memory access")

@@ -262,6 +262,14 @@ class Failed(Model):
     """It ran out of memory (host or device)."""
 
 
+GPU_OOM_MARKS = ("CUDA out of memory", "HIP out of memory", "cudaErrorMemoryAllocation", "hipErrorOutOfMemory")
+
+
+def is_gpu_oom(text: str) -> bool:
+    """The text of an error from a GPU allocator that ran out (torch's caching allocator, the runtime's own)."""
+    return any(mark in text for mark in GPU_OOM_MARKS)
+
+
 Reply = Annotated[Ready | Done | Called | Timed | Profiled | Traced | Failed, Field(discriminator="reply")]
 REPLY = TypeAdapter(Reply)
 

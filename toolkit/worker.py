@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .jobs import JOBS, TRUSTED_JOBS
 from .leftovers import mark_owner
+from .protocol import is_gpu_oom
 from .sandbox import RunCgroup, SandboxCaps, describe, launch_prefix, probe
 from .worker_main import STACK_SIGNAL
 
@@ -229,11 +230,6 @@ def _child_env(backend: Backend, gpu: int | None, scratch: Path, env: dict[str, 
 
 # ------------------------------------------------------------------------------------------- verdict
 
-def _gpu_oom(message: str) -> bool:
-    """An out-of-memory error of a GPU allocator (torch's CUDA/HIP caching allocator, the runtime's own)."""
-    return any(s in message for s in ("CUDA out of memory", "HIP out of memory", "cudaErrorMemoryAllocation",
-                                      "hipErrorOutOfMemory"))
-
 
 def _verdict(reason: str | None, messages: dict[str, dict[str, Any]], returncode: int,
              limits: WorkerLimits, oom_killed: bool, cpu_s: int,
@@ -263,7 +259,7 @@ def _verdict(reason: str | None, messages: dict[str, dict[str, Any]], returncode
                 "exiting early is a failure", exit_code, sig)
     if "oom" in messages:
         said = str(messages["oom"].get("message"))
-        if _gpu_oom(said):  # the device's memory has no limit of ours: the host's limit is beside the point
+        if is_gpu_oom(said):  # the device's memory has no limit of ours: the host's limit is beside the point
             return "oom", None, f"the evaluation ran out of GPU memory: {said}; use less memory", exit_code, sig
         return ("oom", None, f"the evaluation ran out of host memory (limit {limits.memory_mb} MiB): "
                 f"{said}; use less memory", exit_code, sig)

@@ -46,6 +46,7 @@ from ..protocol import (
     Profiled,
     Trace,
     Traced,
+    is_gpu_oom,
 )
 from ..results import ConfigResult, DeviceInfo, IntegrityFinding, SeedCheck, TimingStats
 from ..shared_memory import Arena, reset_persisting_l2
@@ -67,11 +68,25 @@ from .timing import (
 from .what_ran import kernel_breakdown, what_ran_findings
 
 RECHECKS = 8
+STARVED_BYTES = 1 << 30
+"""A trusted runner out of GPU memory is the candidate's doing when killing the candidate's runner gives back
+at least this much (a runner's CUDA context alone is about 0.5 GiB on an H200)."""
+STARVED_POLLS = 20
 """How many sampled timed calls of a config the judge checks (about one in six is sampled)."""
 
 
 class InfraError(Exception):
     """Our side failed (the baseline's runner, the reference): never the candidate's fault."""
+
+
+def starvation(role: str, freed_bytes: int) -> RunnerEnded | None:
+    """The candidate's end when killing its runner gave back `freed_bytes` of GPU memory after the task's
+    `role` runner ran out of it: enough to have starved it (STARVED_BYTES), else None (the failure is ours)."""
+    if freed_bytes < STARVED_BYTES:
+        return None
+    return RunnerEnded("oom", f"the task's {role} runner ran out of GPU memory while your runner held "
+                       f"{freed_bytes / (1 << 30):.1f} GiB of it (given back when it was stopped); the baseline "
+                       "and the judge share the GPU with your kernel: free what you allocate")
 
 
 def device_info(device: torch.device) -> DeviceInfo:
@@ -271,7 +286,8 @@ class Evaluation:
                 return
             raise InfraError(f"the task's baseline could not be loaded: {exc}") from None
         except (CandidateFailed, ProtocolViolation) as exc:
-            raise InfraError(f"the task's baseline could not be loaded: {exc}") from None
+            raise self._starved("baseline", exc) or InfraError(
+                f"the task's baseline could not be loaded: {exc}") from None
 
     def _ended_on(self, config: Config, exc: RunnerEnded) -> None:
         """The candidate's runner ended (crash, exit, timeout) while working on `config`: that config fails
@@ -292,9 +308,10 @@ class Evaluation:
         assert isinstance(exc, CandidateFailed)
         self.results[config.name] = result.model_copy(update={"status": "error", "message": what + exc.error})
         if exc.oom:
-            self.ended = RunnerEnded("oom", f"config {config.name}: the candidate ran out of memory (limit "
-                                     f"{self.job.memory_mb} MiB of host memory): {exc.error.strip().splitlines()[-1]}"
-                                     "; use less memory")
+            said = exc.error.strip().splitlines()[-1] if exc.error.strip() else "out of memory"
+            memory = "GPU memory" if is_gpu_oom(exc.error) else f"memory (limit {self.job.memory_mb} MiB of host memory)"
+            self.ended = RunnerEnded("oom", f"config {config.name}: the candidate ran out of {memory}: {said}; "
+                                     "use less memory")
         if exc.cuda_error and self.device.type == "cuda":
             self.lost = self.lost or config.name
 
@@ -547,7 +564,24 @@ class Evaluation:
                 raise
             raise InfraError(f"the task's {subject.link.role} runner failed: {exc}") from None
         except (CandidateFailed, ProtocolViolation) as exc:
-            raise InfraError(f"the task's {subject.link.role} runner failed: {exc}") from None
+            raise self._starved(subject.link.role, exc) or InfraError(
+                f"the task's {subject.link.role} runner failed: {exc}") from None
+
+    def _starved(self, role: str, exc: Exception) -> RunnerEnded | None:
+        """A trusted runner out of GPU memory while the candidate's runner holds it is the candidate's doing
+        (a failure of ours would be `infra`, never counted against it). Whose memory it was is measured, not
+        asked: the candidate's runner is killed and the driver's free memory read before and after."""
+        if not (isinstance(exc, CandidateFailed) and exc.oom and is_gpu_oom(exc.error)):
+            return None
+        if self.device.type != "cuda":
+            return None
+        before = torch.cuda.mem_get_info(self.device)[0]
+        self.candidate.kill()
+        freed = 0
+        for _ in range(STARVED_POLLS):  # the driver frees a dead process's memory shortly after it is reaped
+            time.sleep(0.1)
+            freed = max(freed, torch.cuda.mem_get_info(self.device)[0] - before)
+        return starvation(role, freed)
 
     def _stats(self, subject: Subject, chain: float, empty: float) -> TimingStats:
         """The reported times less the empty region; the judge's own less the chain and the same region."""
