@@ -17,7 +17,7 @@
 #             with every call's phases (benchmarks/inner_loop.py)
 #   judge     the judge/runner split: tests/test_gpu.py without the per-task tests, then the timer's
 #             repeatability and agreement with ncu and with the judge (benchmarks/judged_timing.py)
-#   redteam   every red-team cheat scored on the GPU (tests/test_redteam.py -m gpu)
+#   redteam   every red-team cheat scored on the GPU (tests/test_redteam.py -m gpu; PART=i/n for a slice)
 #   scale     the placement, Ray and worker GPU tests, and the reward service's verdicts per minute
 #   final     final scoring of every expert solution: verdicts, false alarms, time against before
 #             (benchmarks/final_scoring.py; TASKS=... for a part; figures merge across calls)
@@ -71,8 +71,13 @@ for s in ${steps//,/ }; do
       step gpu-judge-tests python3 -m pytest -n 0 -m gpu -q -rP -p no:cacheprovider tests/test_gpu.py \
         -k "not expert_solution_is_correct and not baseline_is_correct" "$@"
       step judged-timing python3 benchmarks/judged_timing.py --repeats "${REPEATS:-3}" ;;
-    redteam)
-      step gpu-redteam python3 -m pytest -n 0 -m gpu -q -rP -p no:cacheprovider tests/test_redteam.py "$@" ;;
+    redteam)  # PART=i/n: the i-th of n slices of the cheats (one serial pass of all of them takes ~24 min)
+      cheats=(tests/test_redteam.py)
+      if [[ -n ${PART:-} ]]; then
+        mapfile -t cheats < <(python3 -m pytest -n 0 -m gpu -q --collect-only -p no:cacheprovider \
+          tests/test_redteam.py | grep '::' | awk -v i="${PART%/*}" -v n="${PART#*/}" '(NR - 1) % n == i - 1')
+      fi
+      step gpu-redteam python3 -m pytest -n 0 -m gpu -q -rfEP --tb=short -p no:cacheprovider "${cheats[@]}" "$@" ;;
     scale)  # issue 16: placement, Ray and worker tests on the GPU, and the reward service's verdicts per minute
       step gpu-scale-tests python3 -m pytest -n 0 -m gpu -q -rP -p no:cacheprovider tests/test_placement.py \
         tests/test_ray_scoring.py tests/test_worker.py "$@"
