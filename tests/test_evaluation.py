@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from crucible.toolkit.evaluation import EvalRequest, evaluate
+from crucible.toolkit.sandbox import probe
 from crucible.toolkit.task import load_task
 from crucible.toolkit.workspace import materialize, take_snapshot
 
@@ -150,3 +151,10 @@ def test_a_kernel_right_on_the_checked_calls_and_wrong_on_timed_ones_fails_on_it
                  QUICK.model_copy(update={"configs": ["small"], "seeds": 1}))
     assert result.status == "incorrect", result.message
     assert "drawn for a timed call" in result.message
+
+
+@pytest.mark.skipif(not (probe().is_root and probe().setpriv), reason="capabilities are dropped only as root, by setpriv")
+def test_the_candidates_runner_reports_it_holds_no_capability(tmp_path: Path) -> None:
+    result = run(tmp_path, FIXTURE / "solution.py", EvalRequest(configs=["small"], timing="none", backend="cpu"))
+    assert result.status == "ok", result.message
+    assert result.isolation["candidate_user"].endswith("effective capabilities none"), result.isolation

@@ -81,6 +81,7 @@ class Runner:
             isolation["filesystem"] = restrict_filesystem(req.writable, req.readable)
         except OSError as exc:
             isolation["filesystem"] = f"NOT restricted: {exc}"
+        isolation["user"] = f"uid {os.getuid()}, gid {os.getgid()}, effective capabilities {_effective_caps()}"
         import torch
 
         self.device = torch.device("cuda", 0) if req.device == "cuda" else torch.device("cpu")
@@ -207,6 +208,17 @@ class Runner:
             except Exception as exc:  # noqa: BLE001 - candidate code raised: its own words go back
                 text = error_text(exc)
                 self.send(Failed(error=text, cuda_error=is_cuda_error(text), oom=is_oom(exc)))
+
+
+def _effective_caps() -> str:
+    """CapEff of /proc/self/status: 'none', or its hex mask."""
+    try:
+        with open("/proc/self/status") as f:
+            line = next(ln for ln in f if ln.startswith("CapEff:"))
+    except (OSError, StopIteration):
+        return "unknown"
+    mask = int(line.split()[1], 16)
+    return "none" if mask == 0 else hex(mask)
 
 
 def error_text(exc: BaseException) -> str:
