@@ -30,7 +30,7 @@ public KernelBench-v3 agent-run dataset (huggingface.co/datasets/Infatoshi/kerne
 
 Ours after those: run_id, session_id, agent, repeat, state, end_reason, verdict, generalizes, speedup_visible,
 speedup_hidden, peak_fraction, sol_fraction, flags, the four token counts, cost_source, wall_s, tool_calls, backend,
-evaluator_version, submission_hash, started_at, finished_at (SessionExport documents each). CSV cells: empty
+hip_on_cuda, evaluator_version, submission_hash, started_at, finished_at (SessionExport documents each). CSV cells: empty
 for null, JSON for flags and tool_calls; JSONL and Parquet keep the types (Parquet: list<string>,
 map<string, int64>). Parquet needs pyarrow: `pip install 'kernel-crucible[parquet]'`.
 
@@ -157,6 +157,10 @@ class SessionExport(BaseModel):
     """Calls by tool, from the MCP server's ledger."""
     backend: str
     """cpu, cuda, rocm: where it was scored."""
+    hip_on_cuda: bool | None
+    """A HIP task's kernel ran as HIP on CUDA (an NVIDIA GPU) rather than on an AMD GPU: by default, or by its
+    `[hardware] fallback` (the store's placement_note says which). Empty: not a HIP task, not scored, or
+    scored before this was recorded (the store's scores.hip_on_cuda)."""
     evaluator_version: str
     """The evaluator that scored it; the run's when it is not scored yet."""
     submission_hash: str | None
@@ -192,6 +196,7 @@ def _row(run_dir: Path, run: RunRow, session: SessionRow, store: Store) -> Sessi
         cache_write_tokens=usage.cache_write_tokens if usage else None,
         cost_source=usage.cost_source if usage else None, wall_s=usage.wall_s if usage else None,
         tool_calls=usage.tool_calls if usage else {}, backend=scored.backend if scored else run.backend,
+        hip_on_cuda=scored.placement.hip_on_cuda if scored and scored.placement else None,
         evaluator_version=scored_field("evaluator_version") or run.evaluator_version,
         submission_hash=scored_field("submission_hash"),
         started_at=session.started_at, finished_at=session.finished_at)

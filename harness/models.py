@@ -150,3 +150,9 @@ class Placement(Frozen):
     failure is infrastructure's, never the agent's)."""
     note: str = ""
     """What the placement had to do, e.g. a GPU taken out of rotation or a fallback kind of hardware."""
+    hip_on_cuda: bool | None = None
+    """A HIP task's kernel ran as HIP on CUDA (nvcc with crucible's headers, on an NVIDIA GPU; docs/hip-on-cuda.md)
+    rather than on an AMD GPU: True where its task allows any hardware and the run scored it on NVIDIA, or
+    where its `[hardware] fallback = "hip-on-cuda"` let it run there for want of an AMD GPU (the note says
+    which); False: it ran on an AMD GPU. None: not a HIP task, not evaluated, or scored before this was
+    recorded."""

@@ -11,9 +11,15 @@
       an evaluator that dies (its node lost) or whose GPU fails ──▶ out of rotation, the order runs on
           another, up to placement.MAX_ATTEMPTS; the score says where it ran
 
-Kinds of GPU: each evaluator reports its backend (cuda, rocm, or cpu where a node has no GPU driver) and
-its device's name. An order goes to an evaluator of the run's backend; a HIP task goes to a rocm evaluator
-where the cluster has one, else runs as HIP on CUDA, and its placement note says so.
+Kinds of GPU: a node may declare its GPUs' vendor as a Ray custom resource (`ray start --num-gpus=8
+--resources='{"gpu_vendor_amd": 8}'`; a `local` cluster declares its own GPUs'); each evaluator on it takes
+one unit of it beside its GPU, so Ray's own accounting (`ray status`) shows the free evaluators of each kind.
+Each evaluator reports its backend (cuda, rocm, or cpu where a node has no GPU driver), its vendor resource
+and its device's name; the head refuses a node whose declared vendor is not what its evaluator found. An
+order goes to an evaluator of the kind its task needs (placement.route, the task's `[hardware]`): an AMD-only
+task to an AMD evaluator, else HIP on CUDA where its fallback allows (recorded in the Placement), else an
+infra_error naming the hardware; a task that asks for nothing goes to the run's backend, a HIP task to an AMD
+evaluator where the cluster has one.
 
 Ray is an optional extra (`pip install 'kernel-crucible[ray]'`); nothing else imports this module.
 """
@@ -38,7 +44,14 @@ from crucible.toolkit.results import EVALUATOR_VERSION, Evaluation
 from crucible.toolkit.task import Task, find_task
 
 from .models import Placement, Score
-from .placement import MAX_ATTEMPTS, Placed, is_device_fault, list_gpus
+from .placement import BACKEND_OF, MAX_ATTEMPTS, VENDOR, Placed, Route, is_device_fault, list_gpus, route
+
+VENDOR_RESOURCE = "gpu_vendor_"
+"""A node's custom resource `gpu_vendor_<vendor>` (nvidia, amd): how many of its GPUs are that vendor's."""
+
+
+def vendor_resource(vendor: str) -> str:
+    return f"{VENDOR_RESOURCE}{vendor}"
 
 FORWARDED_ENV = ("CRUCIBLE_TASKS", "CRUCIBLE_BACKEND", "CRUCIBLE_CACHE", "CRUCIBLE_ARCH")
 """What an evaluator takes from the head's environment (the suite's folder, a forced backend)."""
@@ -87,6 +100,24 @@ class EvaluatorInfo(Frozen):
     host: str
     evaluator_digest: str
     """The digest of the engine it loaded (harness/session.py evaluator_digest), taken when it started."""
+    vendor: str | None = None
+    """The vendor resource Ray gave it (`gpu_vendor_amd` -> amd): its node's declaration of its GPU's
+    kind; None where the node declares none (its backend then says the kind)."""
+
+    @property
+    def kind(self) -> str:
+        """The backend the head routes by: a GPU backend's own; on an evaluator that sees no GPU (the cpu
+        backend, as the tests run) its declared vendor's, so routing can be tried without GPUs."""
+        if self.backend == "cpu" and self.vendor in BACKEND_OF:
+            return BACKEND_OF[self.vendor]
+        return self.backend
+
+    def mismatch(self) -> str | None:
+        """Where its node declares one vendor and it found the other's GPU: what is wrong, else None."""
+        if self.vendor is not None and self.backend in VENDOR and VENDOR[self.backend] != self.vendor:
+            return (f"{self.host} GPU {self.gpu} is declared {vendor_resource(self.vendor)} but its evaluator "
+                    f"found a {self.backend} GPU ({self.gpu_name})")
+        return None
 
 
 class EvalVerdict(Frozen):
@@ -137,8 +168,10 @@ class Evaluator:
         if self.backend != "cpu":
             listed = {d.index: d.name for d in list_gpus(self.backend)} if self.gpu is not None else {}
             name = listed.get(self.gpu or 0, f"{self.backend} GPU")
+        assigned = ray.get_runtime_context().get_assigned_resources()
+        vendor = next((k.removeprefix(VENDOR_RESOURCE) for k in assigned if k.startswith(VENDOR_RESOURCE)), None)
         self.info = EvaluatorInfo(backend=self.backend, gpu=self.gpu, gpu_name=name, host=socket.gethostname(),
-                                  evaluator_digest=evaluator_digest())
+                                  evaluator_digest=evaluator_digest(), vendor=vendor)
         self.pools = ScoringPools()
         self.pools.get(self.backend, self._engine_gpu())  # start its judge now, not on the first order
         self._cancels: dict[str, threading.Event] = {}
@@ -220,7 +253,7 @@ class RayScoring:
         self.evaluators = actors
         self._idle: dict[str, queue.Queue[tuple[Any, EvaluatorInfo]]] = {}
         for actor, info in actors:
-            self._idle.setdefault(info.backend, queue.Queue()).put((actor, info))
+            self._idle.setdefault(info.kind, queue.Queue()).put((actor, info))
         self._alive = {id(a): True for a, _ in actors}
         self._lock = threading.Lock()
         self._orders = 0
@@ -236,8 +269,10 @@ class RayScoring:
             env = {k: v for k, v in os.environ.items() if k in FORWARDED_ENV}
             try:
                 if address == "local" or address.startswith("local:"):
-                    gpus = int(address.removeprefix("local").removeprefix(":") or len(list_gpus(detect_backend())))
-                    ray.init(num_gpus=gpus, include_dashboard=False, log_to_driver=False,
+                    here = detect_backend()
+                    gpus = int(address.removeprefix("local").removeprefix(":") or len(list_gpus(here)))
+                    kinds = {vendor_resource(VENDOR[here]): gpus} if here in VENDOR and gpus else {}
+                    ray.init(num_gpus=gpus, resources=kinds, include_dashboard=False, log_to_driver=False,
                              runtime_env={"env_vars": env})
                     owns = True
                 else:
@@ -256,6 +291,14 @@ class RayScoring:
         from .session import evaluator_digest
 
         other = sorted({f"{i.host} GPU {i.gpu}" for i in infos if i.evaluator_digest != evaluator_digest()})
+        wrong = sorted({m for i in infos if (m := i.mismatch())})
+        if wrong:
+            for actor in actors:
+                stop_evaluator(ray, actor)
+            if owns:
+                ray.shutdown()
+            raise RayUnavailable("a node declares another vendor than its GPUs are: " + "; ".join(wrong)
+                                 + f"; fix its `ray start --resources` ({VENDOR_RESOURCE}nvidia / {VENDOR_RESOURCE}amd)")
         if other:
             for actor in actors:
                 stop_evaluator(ray, actor)
@@ -263,7 +306,7 @@ class RayScoring:
                 ray.shutdown()
             raise RayUnavailable(f"the evaluators on {', '.join(other)} run another version of the engine "
                                  "(toolkit/) than this host: install the same crucible on every node")
-        kinds = [i.backend for i in infos]
+        kinds = [i.kind for i in infos]
         chosen = backend or max(set(kinds), key=kinds.count)
         return cls(ray, list(zip(actors, infos, strict=True)), chosen, address, owns)
 
@@ -274,19 +317,20 @@ class RayScoring:
         return (f"Ray cluster {self.address}: {len(self.evaluators)} evaluator(s) on {len(hosts)} host(s) "
                 f"({', '.join(names)})")
 
-    def _kind(self, task: Task) -> tuple[str, str]:
-        """The evaluators' backend for this task, and a note when it is a fallback."""
-        if task.spec.language == "hip" and self.backend == "cuda" and "rocm" in self._idle:
-            return "rocm", ""
-        if task.spec.language == "hip" and self.backend == "cuda":
-            return "cuda", "HIP on CUDA: the cluster has no AMD GPU"
-        return self.backend, ""
+    def kinds(self) -> set[str]:
+        """The kinds (backends) of the evaluators still in rotation."""
+        with self._lock:
+            return {i.kind for a, i in self.evaluators if self._alive[id(a)]}
+
+    def _route(self, task: Task) -> Route:
+        """Which evaluators' kind this task's order goes to (placement.route), or a refusal."""
+        return route(task.spec, self.backend, self.kinds(), where="the cluster")  # type: ignore[arg-type]
 
     def _take(self, kind: str, cancel: threading.Event | None) -> tuple[Any, EvaluatorInfo] | None:
         idle = self._idle.get(kind)
         while idle is not None:
             with self._lock:
-                if not any(self._alive[id(a)] for a, i in self.evaluators if i.backend == kind):
+                if not any(self._alive[id(a)] for a, i in self.evaluators if i.kind == kind):
                     return None
             try:
                 return idle.get(timeout=0.2)
@@ -322,9 +366,17 @@ class RayScoring:
         return self.send(task, order, cancel)
 
     def send(self, task: Task, order: EvalOrder, cancel: threading.Event | None = None) -> Placed:
-        """Run `order` on an idle evaluator, retrying on another where one dies or its GPU fails."""
-        kind, note = self._kind(task)
-        notes = [note] if note else []
+        """Run `order` on an idle evaluator of the kind its task needs, retrying on another where one dies or
+        its GPU fails."""
+        from .scoring import refused, routed
+
+        way = self._route(task)
+        if way.backend is None:
+            return refused(way.refusal)
+        return routed(self._send(way.backend, order, cancel), way)
+
+    def _send(self, kind: str, order: EvalOrder, cancel: threading.Event | None) -> Placed:
+        notes: list[str] = []
         for n in range(1, MAX_ATTEMPTS + 1):
             taken = self._take(kind, cancel)
             if taken is None:
@@ -396,7 +448,9 @@ def stop_evaluator(ray: Any, actor: Any) -> None:
 
 
 def start_evaluators(ray: Any, limit: int | None = None) -> list[Any]:
-    """An Evaluator actor per GPU of every alive node, pinned to it (num_gpus=1: Ray gives each its own)."""
+    """An Evaluator actor per GPU of every alive node, pinned to it (num_gpus=1: Ray gives each its own).
+    Where the node declares its GPUs' vendor (`gpu_vendor_nvidia` / `gpu_vendor_amd` resources), each
+    evaluator takes one unit of it too, as many as declared."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     remote = ray.remote(Evaluator)
@@ -405,11 +459,14 @@ def start_evaluators(ray: Any, limit: int | None = None) -> list[Any]:
     for node in ray.nodes():
         if not node.get("Alive"):
             continue
-        for _ in range(int(node.get("Resources", {}).get("GPU", 0))):
+        resources = node.get("Resources", {})
+        kinds = [k for k in sorted(resources) if k.startswith(VENDOR_RESOURCE) for _ in range(int(resources[k]))]
+        for n in range(int(resources.get("GPU", 0))):
             if limit is not None and len(actors) >= limit:
                 return actors
             actors.append(remote.options(
                 num_gpus=1, num_cpus=0, max_concurrency=2,  # the second thread only takes cancel()
+                **({"resources": {kinds[n]: 1}} if n < len(kinds) else {}),
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False),
             ).remote(env))
     return actors

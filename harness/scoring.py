@@ -45,7 +45,17 @@ from crucible.toolkit.worker import WorkerPool
 from crucible.toolkit.workspace import WorkspaceError, take_snapshot
 
 from .models import AUDIT_PREFIX, Placement, Score
-from .placement import Device, Placed, Placer, choose_devices, score_placed
+from .placement import (
+    Device,
+    DeviceError,
+    Placed,
+    Placer,
+    Route,
+    choose_devices,
+    list_gpus,
+    route,
+    score_placed,
+)
 
 SPEEDUP_FLAG = 10.0
 PEAK_FLAG = 1.0
@@ -127,25 +137,56 @@ class ScoringPools:
 class LocalScoring:
     """Final scoring on this host: each evaluation on a free GPU of `gpus` (None: every visible one), its
     judge started ahead per GPU; a GPU that fails leaves rotation and the evaluation runs on another
-    (harness/placement.py)."""
+    (harness/placement.py). A task's `[hardware]` picks the kind of GPU (placement.route): a host with both
+    NVIDIA and AMD GPUs serves each task on the kind it needs."""
 
     def __init__(self, gpus: list[int] | None = None, *, devices: dict[str, list[Device]] | None = None) -> None:
         self.gpus = gpus
         self.pools = ScoringPools()
         self._placers: dict[str, Placer] = {}
-        self._devices = devices or {}
-        """backend -> the devices to use, declared (tests) instead of listed from the driver."""
+        self._devices = devices
+        """backend -> the devices to use, declared (tests) instead of listed from the driver; when given,
+        the only GPUs there are."""
+        self._none: set[str] = set()
+        """GPU backends this host turned out to have no GPU of (listed once)."""
         self._lock = threading.Lock()
 
     def placer(self, backend: Backend) -> Placer:
         """This backend's Placer; raises DeviceError when `gpus` are not on this host."""
         with self._lock:
             if backend not in self._placers:
-                devices = self._devices.get(backend)
+                devices = (self._devices or {}).get(backend)
                 if devices is None:
                     devices = choose_devices(backend, self.gpus)
                 self._placers[backend] = Placer(backend, devices)
             return self._placers[backend]
+
+    def kinds(self, backend: Backend) -> set[Backend]:
+        """The GPU backends that have GPUs for this run: the run's own (`backend`), and any other this host
+        has (declared, or listed once: `--gpus` names the run backend's GPUs only)."""
+        if self._devices is not None:
+            return {b for b, devices in self._devices.items() if devices}  # type: ignore[misc]
+        found: set[Backend] = {backend} if backend != "cpu" else set()
+        if backend == "cpu":
+            return found
+        for other in ("cuda", "rocm"):
+            if other == backend or other in self._none:
+                continue
+            if other in self._placers:
+                found.add(other)
+                continue
+            try:
+                devices = list_gpus(other)
+            except DeviceError:
+                devices = []
+            with self._lock:
+                if devices and other not in self._placers:
+                    self._placers[other] = Placer(other, devices)
+                elif not devices:
+                    self._none.add(other)
+            if devices:
+                found.add(other)
+        return found
 
     @property
     def where(self) -> str:
@@ -160,16 +201,35 @@ class LocalScoring:
         if submission is None:  # nothing to evaluate, so nothing to place
             score, ev = score_session(task, None, backend)
             return Placed(score=score, evaluation=ev, placement=Placement(attempts=0))
+        way = route(task.spec, backend, self.kinds(backend))
+        if way.backend is None:
+            return refused(way.refusal)
+        on: Backend = way.backend
 
         def attempt(device: Device | None) -> tuple[Score, Evaluation | None]:
             gpu = device.index if device is not None else None
-            return score_session(task, submission, backend, expected_hash=expected_hash,
-                                 pool=self.pools.get(backend, gpu), gpu=gpu, timeout_s=timeout_s, cancel=cancel)
+            return score_session(task, submission, on, expected_hash=expected_hash,
+                                 pool=self.pools.get(on, gpu), gpu=gpu, timeout_s=timeout_s, cancel=cancel)
 
-        return score_placed(self.placer(backend), attempt, cancel)
+        placed = score_placed(self.placer(on), attempt, cancel)
+        return routed(placed, way)
 
     def close(self) -> None:
         self.pools.close()
+
+
+def refused(message: str) -> Placed:
+    """A task this run has no fit GPU for: infra_error (never the agent's failure), nothing evaluated."""
+    return Placed(score=Score(verdict="infra_error", message=message, evaluator_version=EVALUATOR_VERSION),
+                  evaluation=None, placement=Placement(attempts=0, note=message))
+
+
+def routed(placed: Placed, way: Route) -> Placed:
+    """The Placement with the route's kind of hardware recorded (hip_on_cuda, a fallback's note first)."""
+    hip_on_cuda = None if placed.evaluation is None else way.hip_on_cuda  # None: nothing ran
+    note = "; ".join(n for n in (way.note, placed.placement.note) if n)
+    return placed.model_copy(update={"placement": placed.placement.model_copy(
+        update={"hip_on_cuda": hip_on_cuda, "note": note})})
 
 
 def is_no_op(task: Task, submission: Path) -> bool:

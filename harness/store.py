@@ -37,8 +37,9 @@
       speedup_against, timing_comparable, peak_fraction, sol_fraction, flags (JSON list), submission_hash,
       evaluator_version, hidden_configs, hidden_checked,
       backend, scored_at           where and when it was scored (`crucible score` re-scores)
-      gpu, gpu_name, host, attempts, placement_note   the Placement (harness/models.py): which GPU of which
-                                   host, how many evaluations it took; NULL in stores made before them
+      gpu, gpu_name, host, attempts, placement_note, hip_on_cuda   the Placement (harness/models.py): which
+                                   GPU of which host, how many evaluations it took, whether a HIP task ran as
+                                   HIP on CUDA (0/1, NULL: not a HIP task); NULL in stores made before them
 
     usage                      one row per finished session: the Usage fields
       session_id           PK
@@ -152,7 +153,7 @@ class ScoreRow(Row):
 
 
 PLACEMENT_COLUMNS = {"gpu": "gpu", "gpu_name": "gpu_name", "host": "host", "attempts": "attempts",
-                     "note": "placement_note"}
+                     "note": "placement_note", "hip_on_cuda": "hip_on_cuda"}
 """Placement field -> its plain column in `scores`."""
 
 

@@ -234,7 +234,8 @@ def test_local_scoring_evaluates_on_the_placed_gpu_with_that_gpus_own_judge_pool
     monkeypatch.setattr(scoring, "score_session", fake_score_session)
     monkeypatch.setattr(scoring, "judge_pool", lambda backend, gpu=None: f"pool of GPU {gpu}")
     local = LocalScoring(devices={"cuda": [Device(index=2, name=H200), Device(index=5, name=H200)]})
-    placed = [local.score(None, tmp_path, "cuda") for _ in range(4)]  # type: ignore[arg-type]
+    task = find_task("triton2triton/vadd", Path(__file__).parent / "fixtures" / "tasks")
+    placed = [local.score(task, tmp_path, "cuda") for _ in range(4)]
     assert {gpu for gpu, _ in asked} == {2, 5}
     assert all(pool == f"pool of GPU {gpu}" for gpu, pool in asked)
     assert all(p.placement.gpu_name == f"{H200} #{p.placement.gpu}" for p in placed), "the judge's name wins"
@@ -247,7 +248,7 @@ def test_where_a_score_ran_is_stored_and_a_store_from_before_gets_the_columns(tm
     store.put_run(RunRow(id="r", config={}, config_digest="d", argv=[], crucible_version="0",
                          evaluator_version="0", evaluator_digest="0", python="3", torch="2", triton="3",
                          device="x", backend="cuda", sandbox="none", started_at="t"))
-    placed = Placement(gpu=3, gpu_name=H200, host="node-2", attempts=2, note="GPU 1 failed")
+    placed = Placement(gpu=3, gpu_name=H200, host="node-2", attempts=2, note="GPU 1 failed", hip_on_cuda=True)
     for sid, placement in (("a", placed), ("b", None)):
         store.finish_session(SessionRecord(
             session=SessionRow(id=sid, run_id="r", task="t", agent="scripted", model=None, repeat=1, state="done"),
@@ -258,7 +259,7 @@ def test_where_a_score_ran_is_stored_and_a_store_from_before_gets_the_columns(tm
     store.close()
     # a store written before the placement columns: drop them, as an old run folder has none
     conn = sqlite3.connect(path)
-    for column in ("gpu", "gpu_name", "host", "attempts", "placement_note"):
+    for column in ("gpu", "gpu_name", "host", "attempts", "placement_note", "hip_on_cuda"):
         conn.execute(f"ALTER TABLE scores DROP COLUMN {column}")
     conn.commit()
     conn.close()

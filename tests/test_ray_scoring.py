@@ -132,9 +132,85 @@ def test_an_evaluator_whose_gpu_fails_is_retired_and_retries_stop_at_the_cap() -
 def test_a_hip_task_goes_to_an_amd_evaluator_and_else_runs_as_hip_on_cuda_and_says_so() -> None:
     hip, triton = find_task("hip2hip/gemv_fp32"), find_task(TASK, FIXTURES)
     mixed = fake_cluster((FakeEvaluator(), "cuda"), (FakeEvaluator(), "rocm"))
-    assert mixed._kind(hip) == ("rocm", "") and mixed._kind(triton) == ("cuda", "")
+    assert mixed._route(hip).backend == "rocm" and mixed._route(hip).hip_on_cuda is False
+    assert mixed._route(triton).backend == "cuda" and mixed._route(triton).note == ""
     nvidia = fake_cluster((FakeEvaluator(), "cuda"))
-    assert nvidia._kind(hip) == ("cuda", "HIP on CUDA: the cluster has no AMD GPU")
+    assert (nvidia._route(hip).backend, nvidia._route(hip).note) == ("cuda", "HIP on CUDA: the cluster has no AMD GPU")
+    assert nvidia._route(hip).hip_on_cuda is True
+
+
+def with_hardware(task_id: str, hardware: str, tmp_path: Path) -> object:
+    import shutil
+
+    from crucible.toolkit.task import TASKS_ROOT, load_task
+
+    folder = tmp_path / task_id.replace("/", "__")
+    shutil.copytree(TASKS_ROOT / task_id, folder)
+    (folder / "task.toml").write_text((folder / "task.toml").read_text() + "\n" + hardware)
+    return load_task(folder)
+
+
+def test_a_task_that_needs_amd_goes_only_to_amd_evaluators_falls_back_where_allowed_else_is_refused(
+        tmp_path: Path) -> None:
+    strict = with_hardware("hip2hip/gemv_fp32", '[hardware]\nvendor = "amd"\n', tmp_path / "a")
+    lenient = with_hardware("hip2hip/gemv_fp32", '[hardware]\nvendor = "amd"\nfallback = "hip-on-cuda"\n',
+                            tmp_path / "b")
+    nvidia, amd = FakeEvaluator(*["ok:right"] * 3), FakeEvaluator(*["ok:right"] * 3)
+    mixed = fake_cluster((nvidia, "cuda"), (amd, "rocm"))
+    placed = [mixed.send(strict, an_order(mixed)) for _ in range(3)]  # type: ignore[arg-type]
+    assert amd.orders == 3 and nvidia.orders == 0
+    assert all(p.score.verdict == "pass" and p.placement.hip_on_cuda is False for p in placed)
+
+    cuda_only = FakeEvaluator("ok:right")
+    fallback = fake_cluster((cuda_only, "cuda")).send(lenient, an_order(mixed))  # type: ignore[arg-type]
+    assert fallback.score.verdict == "pass" and cuda_only.orders == 1
+    assert fallback.placement.hip_on_cuda is True and "fallback" in fallback.placement.note
+
+    untouched = FakeEvaluator("ok:right")
+    refused = fake_cluster((untouched, "cuda")).send(strict, an_order(mixed))  # type: ignore[arg-type]
+    assert refused.score.verdict == "infra_error" and untouched.orders == 0
+    assert "needs an AMD GPU" in refused.score.message and "the cluster has NVIDIA (cuda)" in refused.score.message
+    assert refused.placement.attempts == 0 and refused.evaluation is None
+
+
+def test_an_evaluator_routes_by_its_declared_vendor_and_a_wrong_declaration_is_named() -> None:
+    def info(backend: str, vendor: str | None) -> EvaluatorInfo:
+        return EvaluatorInfo(backend=backend, gpu=0, gpu_name="g", host="node", evaluator_digest="d",  # type: ignore[arg-type]
+                             vendor=vendor)
+
+    assert info("cuda", None).kind == "cuda" and info("rocm", "amd").kind == "rocm"
+    assert info("cpu", "amd").kind == "rocm" and info("cpu", None).kind == "cpu"  # no GPU seen: the declaration
+    assert info("cuda", "nvidia").mismatch() is None
+    assert "declared gpu_vendor_amd but its evaluator found a cuda GPU" in (info("cuda", "amd").mismatch() or "")
+
+
+def test_evaluators_take_their_nodes_vendor_resources_one_each() -> None:
+    pytest.importorskip("ray", reason="pip install 'kernel-crucible[ray]' (scripts/setup.sh does)")
+    from crucible.harness.ray_backend import start_evaluators
+
+    started: list[dict] = []
+
+    class Remote:
+        def options(self, **kw: object) -> Remote:
+            started.append(kw)
+            return self
+
+        def remote(self, env: dict) -> str:
+            return "actor"
+
+    class Nodes:
+        def remote(self, cls: type) -> Remote:
+            return Remote()
+
+        def nodes(self) -> list[dict]:
+            node_id = "a" * 56
+            return [{"Alive": True, "NodeID": node_id, "Resources": {"GPU": 3.0, "gpu_vendor_amd": 2.0}},
+                    {"Alive": True, "NodeID": node_id, "Resources": {"GPU": 1.0}},
+                    {"Alive": False, "NodeID": node_id, "Resources": {"GPU": 8.0, "gpu_vendor_nvidia": 8.0}}]
+
+    assert len(start_evaluators(Nodes())) == 4
+    assert [kw.get("resources") for kw in started] == [{"gpu_vendor_amd": 1}, {"gpu_vendor_amd": 1}, None, None]
+    assert all(kw["num_gpus"] == 1 for kw in started)
 
 
 # ---------------------------------------------------------------- on a local cluster

@@ -65,3 +65,69 @@ def test_expressions_allow_arithmetic_over_config_values_and_nothing_else() -> N
     assert evaluate_expr("2*M*N + cdiv(N, 128)", {"M": 3, "N": 256}) == 2 * 3 * 256 + 2
     with pytest.raises(ValueError, match="only numbers"):
         evaluate_expr("__import__('os').system('true')", {})
+
+
+# ---------------------------------------------------------------- [hardware]: the GPU a task's scoring needs
+
+
+def hip_task_dir(tmp_path: Path, hardware: str) -> Path:
+    """A copy of a HIP task of the suite with `hardware` appended to its task.toml."""
+    import shutil
+
+    from crucible.toolkit.task import TASKS_ROOT
+
+    folder = tmp_path / "gemv_fp32"
+    shutil.copytree(TASKS_ROOT / "hip2hip" / "gemv_fp32", folder)
+    toml = folder / "task.toml"
+    toml.write_text(toml.read_text() + "\n" + hardware)
+    return folder
+
+
+def hardware_problems(folder: Path) -> dict[str, str]:
+    with pytest.raises(TaskError) as err:
+        load_task(folder)
+    return {p.field: p.message for p in err.value.problems}
+
+
+def test_a_task_asks_for_any_hardware_unless_it_says_otherwise(tmp_path: Path, tiny_task_dir: Path) -> None:
+    assert load_task(tiny_task_dir).spec.hardware.vendor == "any"
+    assert load_task(tiny_task_dir).spec.hardware.fallback is None
+    amd = load_task(hip_task_dir(tmp_path, '[hardware]\nvendor = "amd"\nfallback = "hip-on-cuda"\n')).spec.hardware
+    assert (amd.vendor, amd.fallback) == ("amd", "hip-on-cuda")
+    strict = load_task(hip_task_dir(tmp_path / "b", '[hardware]\nvendor = "amd"\n')).spec.hardware
+    assert (strict.vendor, strict.fallback) == ("amd", None)
+
+
+@pytest.mark.parametrize(("hardware", "field", "says"), [
+    ('[hardware]\nvendor = "intel"\n', "hardware.vendor",
+     """vendor = 'intel' is not a GPU vendor crucible scores on; write vendor = "amd\""""),
+    ('[hardware]\nvendor = "AMD"\n', "hardware.vendor", 'vendor = "nvidia" (NVIDIA GPUs only), or leave it out'),
+    ('[hardware]\nvendor = "amd"\nfallback = "cpu"\n', "hardware.fallback",
+     """fallback = 'cpu' is not a fallback crucible knows; write fallback = "hip-on-cuda\""""),
+    ('[hardware]\nfallback = "hip-on-cuda"\n', "hardware",
+     "with vendor = 'any' there is nothing to fall back from: write vendor = \"amd\" with it"),
+    ('[hardware]\nvendor = "amd"\ngpus = 2\n', "hardware.gpus", "Extra inputs are not permitted"),
+])
+def test_a_bad_hardware_requirement_says_what_is_wrong_and_what_to_write(
+        tmp_path: Path, hardware: str, field: str, says: str) -> None:
+    problems = hardware_problems(hip_task_dir(tmp_path, hardware))
+    assert field in problems, problems
+    assert says in problems[field]
+
+
+def test_a_requirement_that_does_not_fit_the_tasks_language_is_refused(tiny_task_dir: Path, tmp_path: Path) -> None:
+    toml = tiny_task_dir / "task.toml"
+    toml.write_text(toml.read_text() + '\n[hardware]\nvendor = "amd"\nfallback = "hip-on-cuda"\n')
+    problems = hardware_problems(tiny_task_dir)
+    assert 'fallback = "hip-on-cuda" is for HIP tasks; this task is triton: drop the fallback' in problems[""]
+    # a Triton task may ask for AMD hardware (Triton runs there); a CUDA task may not
+    toml.write_text(toml.read_text().replace('fallback = "hip-on-cuda"\n', ""))
+    assert load_task(tiny_task_dir).spec.hardware.vendor == "amd"
+    import shutil
+
+    from crucible.toolkit.task import TASKS_ROOT
+
+    cuda = tmp_path / "cuda_task"
+    shutil.copytree(TASKS_ROOT / "cuda2cuda" / "transpose", cuda)
+    (cuda / "task.toml").write_text((cuda / "task.toml").read_text() + '\n[hardware]\nvendor = "amd"\n')
+    assert 'vendor = "amd" cannot score a CUDA task' in hardware_problems(cuda)[""]

@@ -190,6 +190,54 @@ class Limits(Frozen):
     max_processes: int = Field(default=256, gt=0)
 
 
+VENDORS = ("any", "nvidia", "amd")
+"""`[hardware] vendor`: the GPUs a task's final scoring may run on. `any` (the default): wherever the run
+scores (a HIP task prefers an AMD GPU where the run has one, else runs as HIP on CUDA)."""
+FALLBACKS = ("hip-on-cuda",)
+"""`[hardware] fallback`: what a task that needs AMD hardware accepts where the run has none."""
+
+
+class Hardware(Frozen):
+    """`[hardware]`: the GPU a task's final scoring needs (harness/placement.py `route`)."""
+
+    vendor: str = "any"
+    """`any` (default), `nvidia` or `amd`: final scoring runs only on a GPU of this vendor."""
+    fallback: str | None = None
+    """`hip-on-cuda`: a HIP task that asks for `amd` may run as HIP on CUDA where the run has no AMD GPU,
+    and its score records that it did. Absent: no fallback, and a run without the vendor's GPU scores the
+    session `infra_error` saying which hardware the task needs (never the agent's failure)."""
+
+    @field_validator("vendor", mode="before")
+    @classmethod
+    def _known_vendor(cls, value: object) -> object:
+        if value not in VENDORS:
+            raise ValueError(f"vendor = {value!r} is not a GPU vendor crucible scores on; write "
+                             'vendor = "amd" (AMD GPUs only), vendor = "nvidia" (NVIDIA GPUs only), or leave it '
+                             'out (vendor = "any", the default)')
+        return value
+
+    @field_validator("fallback", mode="before")
+    @classmethod
+    def _known_fallback(cls, value: object) -> object:
+        if value is not None and value not in FALLBACKS:
+            raise ValueError(f"fallback = {value!r} is not a fallback crucible knows; write "
+                             'fallback = "hip-on-cuda" (a HIP task may run on an NVIDIA GPU where the run has no '
+                             "AMD GPU), or leave it out (no fallback: such a run refuses to score the task)")
+        return value
+
+    @model_validator(mode="after")
+    def _fallback_needs_amd(self) -> Hardware:
+        if self.fallback is not None and self.vendor != "amd":
+            raise ValueError(f'fallback = "{self.fallback}" is what a task that needs AMD hardware accepts '
+                             f"instead; with vendor = {self.vendor!r} there is nothing to fall back from: write "
+                             'vendor = "amd" with it, or drop the fallback')
+        return self
+
+    @property
+    def any(self) -> bool:
+        return self.vendor == "any"
+
+
 class TaskSpec(Frozen):
     """`task.toml`: everything about a task that the agent may see."""
 
@@ -215,6 +263,8 @@ class TaskSpec(Frozen):
     configs: list[Config] = Field(min_length=1)
     metrics: Metrics
     limits: Limits = Field(default_factory=Limits)
+    hardware: Hardware = Field(default_factory=Hardware)
+    """`[hardware]`: the GPU final scoring needs (default: any the run has)."""
     seeds: int = Field(default=3, ge=1, le=16)
     forbid_ops: list[str] = Field(default_factory=list)
     """Torch ops a candidate may not call (e.g. `aten::mm`)."""
@@ -233,6 +283,12 @@ class TaskSpec(Frozen):
                 problems.append("torch2X tasks need a `stub` file for the agent to start from")
         elif self.baseline is None:
             problems.append("X2X tasks need a `baseline` file")
+        if self.hardware.vendor == "amd" and self.language == "cuda":
+            problems.append('[hardware] vendor = "amd" cannot score a CUDA task (CUDA runs on NVIDIA GPUs only): '
+                            'write vendor = "nvidia" or leave [hardware] out')
+        if self.hardware.fallback == "hip-on-cuda" and self.language != "hip":
+            problems.append(f'[hardware] fallback = "hip-on-cuda" is for HIP tasks; this task is {self.language}: '
+                            "drop the fallback")
         suffix = SOURCE_SUFFIX[self.language]
         for field in ("candidate", "baseline", "stub", "solution"):
             value = getattr(self, field)
