@@ -52,3 +52,23 @@ def test_integer_outputs_are_poisoned_with_their_max() -> None:
 def test_a_shape_mismatch_is_an_error_naming_both_shapes() -> None:
     with pytest.raises(ValueError, match=r"\(3,\).*\(4,\)"):
         compare("y", torch.zeros(3), torch.zeros(4), atol=0, rtol=0)
+
+
+# ---------------------------------------------------------------- FP8 outputs
+
+def test_fp8_outputs_compare_within_one_step_of_the_format_and_poison_as_nan() -> None:
+    from crucible.toolkit.checking import values
+    from crucible.toolkit.task import Tolerances
+
+    tol = Tolerances().for_dtype("float8_e4m3fn")
+    ref = torch.tensor([96.0, 0.3125, -448.0, 2.0**-9]).to(torch.float8_e4m3fn)
+    one_step = torch.tensor([104.0, 0.34375, -416.0, 2.0**-8]).to(torch.float8_e4m3fn)  # the next value up
+    assert compare("q", one_step, ref, tol.atol, tol.rtol).ok
+    two_steps = torch.tensor([112.0, 0.3125, -448.0, 2.0**-9]).to(torch.float8_e4m3fn)
+    check = compare("q", two_steps, ref, tol.atol, tol.rtol)
+    assert not check.ok and check.mismatched == 1 and check.first_mismatch.expected == 96.0
+    out = torch.empty(4, dtype=torch.float8_e4m3fn)
+    poison_(out)
+    assert bool(values(out).isnan().all())
+    check = compare("q", out, ref, tol.atol, tol.rtol)
+    assert check.unwritten == 4 and "never written" in describe(check)

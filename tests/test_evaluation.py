@@ -158,3 +158,23 @@ def test_the_candidates_runner_reports_it_holds_no_capability(tmp_path: Path) ->
     result = run(tmp_path, FIXTURE / "solution.py", EvalRequest(configs=["small"], timing="none", backend="cpu"))
     assert result.status == "ok", result.message
     assert result.isolation["candidate_user"].endswith("effective capabilities none"), result.isolation
+
+
+FP8 = Path(__file__).parent / "fixtures/fp8_tasks/triton2triton/quant_fp8"  # a root of its own: runs over
+# the fixture tasks stay one task
+
+
+def test_an_fp8_output_is_checked_timed_and_audited_like_any_other(tmp_path: Path) -> None:
+    task = load_task(FP8)
+    ws = tmp_path / "ws"
+    materialize(task, ws)
+    shutil.copyfile(FP8 / "solution.py", ws / "kernel.py")
+    full = EvalRequest(configs="all", timing="quick", integrity="full", backend="cpu", timeout_s=120)
+    result = evaluate(task, take_snapshot(task, ws), full)
+    assert result.status == "ok", result.message
+    assert all(c.status == "pass" and not c.integrity for c in result.configs), result.configs
+    # a kernel that never writes q: the FP8 NaN poison is still there, and the check says so
+    (ws / "kernel.py").write_text((FP8 / "solution.py").read_text().replace(
+        "    tl.store(q_ptr + row * n + offs, _e4m3(w), mask=offs < n)\n", ""))
+    result = evaluate(task, take_snapshot(task, ws), full)
+    assert result.status == "incorrect" and "never written (still the NaN poison)" in result.message, result.message

@@ -225,3 +225,12 @@ def test_data_pinned_in_l2_does_not_survive_to_the_next_timed_call(tmp_path: Pat
         assert result.status == "ok", (name, result.message)
         times[name] = result.configs[0].candidate.median_us
     assert times["pinned"] > 0.9 * times["expert"], times
+
+
+def test_an_fp8_output_is_checked_timed_and_audited_on_the_gpu(tmp_path: Path) -> None:
+    """FP8 outputs through the whole GPU path: NaN poison and spot poison as bytes, fresh inputs, the timed
+    re-check, determinism by value (tests/fixtures/fp8_tasks; the CPU test covers the same in the interpreter)."""
+    task = load_task(Path(__file__).parent / "fixtures/fp8_tasks/triton2triton/quant_fp8")
+    result = on_gpu(task, task.file(task.spec.solution or ""), tmp_path, integrity="full", timing="careful")
+    assert result.status == "ok", result.message
+    assert all(c.status == "pass" and not c.integrity for c in result.configs), result.configs

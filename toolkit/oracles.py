@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from .checking import values
 from .integrity import finding
 from .results import IntegrityFinding
 
@@ -112,10 +113,10 @@ def precision_findings(outputs: list[torch.Tensor], refs: list[torch.Tensor], re
     for name, out, ref, r64 in zip(names, outputs, refs, refs64, strict=False):
         if not out.is_floating_point() or r64.dtype != torch.float64:
             continue
-        broken = torch.isfinite(r64.to(out.dtype)) & ~torch.isfinite(out.detach())
+        broken = torch.isfinite(values(r64.to(out.dtype))) & ~torch.isfinite(values(out.detach()))
         if bool(broken.any()):
             # The tolerance check lets NaN/Inf through only where the task's reference has it too: say so.
-            shared = int((broken & ~torch.isfinite(ref.detach())).sum())
+            shared = int((broken & ~torch.isfinite(values(ref.detach()))).sum())
             found.append(finding("precision", config,
                                   f"output {name}: {int(broken.sum())} of {out.numel()} elements are NaN or Inf "
                                   "where the float64 reference is finite"
@@ -142,6 +143,7 @@ def nondeterminism_findings(first: list[torch.Tensor], second: list[torch.Tensor
     for name, a, b in zip(names, first, second, strict=True):
         if a.shape != b.shape or a.dtype != b.dtype:
             continue
+        a, b = values(a), values(b)
         same = (torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(), b.nan_to_num())
                 if a.is_floating_point() else torch.equal(a, b))
         if not same:

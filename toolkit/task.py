@@ -49,6 +49,10 @@ DEFAULT_TOLERANCE: dict[str, tuple[float, float]] = {
     "float32": (1e-4, 1e-4),
     "float16": (1e-2, 1e-2),
     "bfloat16": (2e-2, 2e-2),
+    # FP8: about one step of the format at the value (3 or 2 mantissa bits), down to its smallest subnormal:
+    # a correct kernel's rounding may differ from the reference's by one step (x * (1/s) against x / s).
+    "float8_e4m3fn": (2.0**-9, 2.0**-3),
+    "float8_e5m2": (2.0**-16, 2.0**-2),
 }
 
 
@@ -70,6 +74,8 @@ class Tolerances(Frozen):
     float16: Tolerance | None = None
     bfloat16: Tolerance | None = None
     float64: Tolerance | None = None
+    float8_e4m3fn: Tolerance | None = None
+    float8_e5m2: Tolerance | None = None
     reason: str = ""
     """One line: why these tolerances (required when any is set)."""
 
@@ -507,8 +513,8 @@ def evaluate_expr(expr: int | float | str, scope: dict[str, ConfigValue]) -> int
     return walk(tree)
 
 
-ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4,
-            "int8": 1, "uint8": 1, "bool": 1}
+ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1,
+            "int64": 8, "int32": 4, "int8": 1, "uint8": 1, "bool": 1}
 
 
 def resolve_dtype(dtype: str, config: Config) -> str:

@@ -21,8 +21,8 @@ from ..protocol import TensorLayout
 from ..task import Config, Task, output_shape, resolve_dtype
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
-          "float64": torch.float64, "int32": torch.int32, "int64": torch.int64, "int8": torch.int8,
-          "uint8": torch.uint8, "bool": torch.bool}
+          "float64": torch.float64, "float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2,
+          "int32": torch.int32, "int64": torch.int64, "int8": torch.int8, "uint8": torch.uint8, "bool": torch.bool}
 ALIGN = 256
 
 
@@ -90,7 +90,10 @@ class Fresh:
         for spec, dst, raw in zip(self.task.spec.signature.inputs, into, made, strict=True):
             dst.copy_(raw)
             if spec.perturb and dst.dtype.is_floating_point:
-                dst.mul_(call.scale).add_(call.offset)
+                if dst.element_size() == 1:  # FP8 has no arithmetic of its own
+                    dst.copy_(dst.float().mul_(call.scale).add_(call.offset))
+                else:
+                    dst.mul_(call.scale).add_(call.offset)
 
     def inputs(self, call: FreshCall) -> list[torch.Tensor]:
         """The same inputs again, in tensors of their own (to check a sampled call)."""

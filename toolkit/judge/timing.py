@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..checking import poison_
+from ..checking import FP8_NAN, is_fp8, poison_
 from ..integrity import finding
 from ..protocol import Call, Called, TimeBatch, Timed
 from ..results import IntegrityFinding, TimingStats
@@ -116,9 +116,9 @@ def _spot_poison(t: torch.Tensor) -> None:
         if gen is None:
             gen = _SPOT_GENERATORS[t.device] = torch.Generator(device=t.device)
             gen.manual_seed(random.SystemRandom().getrandbits(63))
-        flat = t.view(-1)
+        flat = t.view(-1).view(torch.uint8) if is_fp8(t) else t.view(-1)  # few kernels take FP8
         flat.index_fill_(0, torch.randint(0, flat.numel(), (SPOTS,), device=t.device, generator=gen),
-                         _poison_value(t))
+                         FP8_NAN if is_fp8(t) else _poison_value(t))
 
 
 def _poison_value(t: torch.Tensor) -> float | int | bool:
