@@ -1,10 +1,11 @@
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from crucible.toolkit.task import discover_tasks, load_task
-from crucible.toolkit.workspace import WorkspaceError, materialize, take_snapshot
+from crucible.toolkit.workspace import WorkspaceError, materialize, read_source, take_snapshot
 
 SUITE, _ = discover_tasks()
 
@@ -61,3 +62,31 @@ def test_a_snapshot_without_the_candidate_file_says_how_to_restore_it(tiny_task_
     (tmp_path / "ws/kernel.py").unlink()
     with pytest.raises(WorkspaceError, match="restore it from baseline.py"):
         take_snapshot(task, tmp_path / "ws")
+
+
+def test_a_snapshot_takes_no_file_through_a_link_even_one_swapped_in_while_it_copies(
+        tiny_task_dir: Path, tmp_path: Path) -> None:
+    """The agent edits its workspace while the server snapshots it: nothing outside the workspace may get in,
+    by a link in place of the kernel, a linked folder, or a file swapped for a link between the listing and
+    the read (read_source is what take_snapshot reads every file with)."""
+    task = load_task(tiny_task_dir)
+    ws = tmp_path / "ws"
+    materialize(task, ws)
+    secret = tmp_path / "outside" / "solution.py"
+    secret.parent.mkdir()
+    secret.write_text("EXPERT = True\n")
+    (ws / "helper.py").symlink_to(secret)
+    (ws / "linked").symlink_to(secret.parent, target_is_directory=True)
+    snap = take_snapshot(task, ws)
+    assert "helper.py" not in snap.files and not any(f.startswith("linked") for f in snap.files)
+    real = ws.resolve()
+    assert read_source(real, ws / "helper.py") is None  # the last step is a link
+    assert read_source(real, ws / "linked" / "solution.py") is None  # a folder above it is one
+    assert read_source(real, ws / "kernel.py") == (ws / "kernel.py").read_bytes()
+    os.mkfifo(ws / "pipe.py")  # a FIFO must not hang the server
+    assert read_source(real, ws / "pipe.py") is None
+    (ws / "pipe.py").unlink()
+    (ws / "kernel.py").unlink()
+    (ws / "kernel.py").symlink_to(secret)
+    with pytest.raises(WorkspaceError, match="kernel.py is a link or not a plain file"):
+        take_snapshot(task, ws)

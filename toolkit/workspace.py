@@ -11,6 +11,7 @@ Nothing of `hidden.toml` or the solution is ever copied into a workspace.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -91,40 +92,75 @@ def _source_files(workspace: Path) -> list[Path]:
     return out
 
 
-def digest_files(root: Path, files: list[Path]) -> str:
+def _digest(contents: dict[str, bytes]) -> str:
     h = hashlib.sha256()
-    for path in files:
-        rel = path.relative_to(root).as_posix()
-        data = path.read_bytes()
+    for rel, data in contents.items():
         h.update(f"{rel}\0{len(data)}\0".encode())
         h.update(data)
     return h.hexdigest()
 
 
+def read_source(workspace: Path, path: Path, limit: int = MAX_SNAPSHOT_BYTES) -> bytes | None:
+    """`path`'s bytes if it is a regular file that resolves inside `workspace` (resolved), read once through
+    one descriptor; None otherwise. The agent edits its workspace while the server copies it: a file swapped
+    for a link into the task folder between a check and a read would hand the snapshot the expert's code.
+    The last step refuses a link (O_NOFOLLOW); the descriptor's own path must lie in the workspace (a
+    linked folder above it); O_NONBLOCK, so a FIFO cannot hang the server."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with contextlib.suppress(OSError):  # no /proc: the O_NOFOLLOW check alone
+            if not Path(os.readlink(f"/proc/self/fd/{fd}")).is_relative_to(workspace):
+                return None
+        chunks, size = [], 0
+        while size <= limit and (chunk := os.read(fd, 1 << 20)):
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def take_snapshot(task: Task, workspace: Path, store: Path | None = None) -> Snapshot:
-    """Copy the workspace's source files into a content-addressed, read-only snapshot."""
+    """Copy the workspace's source files into a content-addressed, read-only snapshot: each file read once
+    (read_source), its digest and its copy made of the same bytes."""
     workspace = Path(workspace).resolve()
     if not workspace.is_dir():
         raise WorkspaceError(f"workspace {workspace} does not exist; create it with `crucible workspace`")
-    candidate = workspace / task.spec.candidate
-    if not candidate.is_file():
-        raise WorkspaceError(f"the workspace has no {task.spec.candidate}: that is the file to edit "
-                             f"(restore it from {task.spec.baseline or task.spec.stub} if it was deleted)")
     files = _source_files(workspace)
-    total = sum(p.stat().st_size for p in files)
-    if len(files) > MAX_SNAPSHOT_FILES or total > MAX_SNAPSHOT_BYTES:
-        raise WorkspaceError(f"the workspace holds {len(files)} source files, {total} bytes; the limit is "
+    if len(files) > MAX_SNAPSHOT_FILES:
+        raise WorkspaceError(f"the workspace holds {len(files)} source files; the limit is {MAX_SNAPSHOT_FILES}: "
+                             "remove generated files")
+    contents: dict[str, bytes] = {}
+    for path in files:
+        data = read_source(workspace, path)
+        if data is not None:  # gone, or no longer a plain file of the workspace: as if never there
+            contents[path.relative_to(workspace).as_posix()] = data
+    total = sum(len(d) for d in contents.values())
+    if total > MAX_SNAPSHOT_BYTES:
+        raise WorkspaceError(f"the workspace holds {len(contents)} source files, {total} bytes; the limit is "
                              f"{MAX_SNAPSHOT_FILES} files and {MAX_SNAPSHOT_BYTES} bytes: remove generated files")
-    digest = digest_files(workspace, files)
+    if task.spec.candidate not in contents:
+        candidate, start = workspace / task.spec.candidate, task.spec.baseline or task.spec.stub
+        if candidate.is_symlink() or candidate.exists():
+            raise WorkspaceError(f"the workspace's {task.spec.candidate} is a link or not a plain file: the file to "
+                                 f"edit must be a plain file in the workspace (copy {start} over it)")
+        raise WorkspaceError(f"the workspace has no {task.spec.candidate}: that is the file to edit "
+                             f"(restore it from {start} if it was deleted)")
+    digest = _digest(contents)
     root = (store or cache_root() / "snapshots") / digest
-    rel = [p.relative_to(workspace).as_posix() for p in files]
+    rel = list(contents)
     if not root.is_dir():
         tmp = root.with_name(f".{digest}.{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
-        for path, name in zip(files, rel, strict=True):
+        for name, data in contents.items():
             target = tmp / name
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, target)
+            target.write_bytes(data)
             target.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
         try:
             tmp.rename(root)
