@@ -262,3 +262,35 @@ def test_a_trusted_runner_out_of_gpu_memory_is_the_candidates_failure_only_when_
     assert starvation("baseline", STARVED_BYTES - 1) is None and starvation("baseline", 600 << 20) is None
     assert is_gpu_oom("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 128.00 MiB")
     assert not is_gpu_oom("MemoryError") and not is_gpu_oom("CUDA error: an illegal memory access")
+
+
+# ---------------------------------------------------------------- the CPU's judged time covers the whole batch
+
+def test_cpu_time_a_runner_spends_between_calls_is_charged_to_the_next_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    from crucible.toolkit.judge import timing
+
+    class Link:  # the runner's CPU clock: 1 ms in each call
+        role = "candidate"
+
+        def __init__(self) -> None:
+            self.clock, self.calls = 5.0, 0
+
+        def cpu_seconds(self) -> float:
+            return self.clock
+
+        def ask(self, request, expected):
+            self.calls += 1
+            self.clock += 0.001
+            return Called(seq=request.seq, us=1000.0)
+
+    link = Link()
+
+    def prepare(subject, fresh):  # while the judge writes the third call's inputs, a thread computes ahead
+        if link.calls == 2:
+            link.clock += 0.040
+
+    monkeypatch.setattr(timing, "_prepare", prepare)
+    subject = timing.Subject("candidate", link, None, [], [], "candidate")  # type: ignore[arg-type]
+    timing.cpu_batch(subject, None, {}, 4, set())
+    judged = subject.bound.judged_us
+    assert [round(j) for j in judged] == [1000, 1000, 41000, 1000], judged

@@ -184,13 +184,17 @@ def gpu_batch(subject: Subject, fresh: Fresh | None, params: dict, count: int, f
 
 
 def cpu_batch(subject: Subject, fresh: Fresh | None, params: dict, count: int, sample: set[int]) -> None:
+    """On the CPU the judge's measure of a call is the CPU time the runner's processes spent since the last
+    call's reply: the windows cover the whole batch, so work done between calls (a thread that computes the
+    next answer as soon as the judge writes the inputs, before it is asked) is charged to the next call."""
     previous = None
+    last = subject.link.cpu_seconds()
     for k in range(count):
         call = _prepare(subject, fresh)
         subject.seq += 1
-        c0 = subject.link.cpu_seconds()
         reply = subject.link.ask(Call(kernel=subject.kernel, seq=subject.seq, params=params), Called)
-        judged = (subject.link.cpu_seconds() - c0) * 1e6  # the CPU time the runner spent on the request
+        now = subject.link.cpu_seconds()
+        judged, last = (now - last) * 1e6, now
         if reply.seq != subject.seq:
             raise ProtocolViolation(f"the {subject.link.role} answered call {reply.seq} when asked for call "
                                     f"{subject.seq}")
