@@ -8,17 +8,13 @@ weight, masks every load, and accumulates with tl.dot in fp32. Fixed tiles whate
 reordering, no software pipelining (num_stages=1). Blocks past num_tokens_post_padded exit at once; pad rows
 are masked and never stored.
 
-(Triton 3.6's CPU interpreter gets tl.dot wrong on bf16 operands, so under TRITON_INTERPRET=1 they go to
-tl.dot as fp32, exactly; on the GPU they stay bf16.)
+(Triton 3.6's CPU interpreter gets tl.dot wrong on bf16 operands, so when the tensors are on the CPU (the
+interpreter) they go to tl.dot as fp32, exactly; on the GPU they stay bf16.)
 """
-
-import os
 
 import torch
 import triton
 import triton.language as tl
-
-DOT_F32 = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
 @triton.jit
@@ -62,4 +58,5 @@ def entry(hidden: torch.Tensor, w: torch.Tensor, sorted_token_ids: torch.Tensor,
     BN, BK = 64, 32
     grid = (triton.cdiv(EM, block_size) * triton.cdiv(N, BN),)
     _moe_gemm[grid](hidden, w, out, sorted_token_ids, expert_ids, num_tokens_post_padded, EM, N, K, T * topk, topk,
-                    BLOCK_M=block_size, BLOCK_N=BN, BLOCK_K=BK, DOT_F32=DOT_F32, num_warps=4, num_stages=1)
+                    BLOCK_M=block_size, BLOCK_N=BN, BLOCK_K=BK, DOT_F32=hidden.device.type != "cuda",
+                    num_warps=4, num_stages=1)

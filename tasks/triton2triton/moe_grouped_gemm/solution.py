@@ -22,17 +22,13 @@ num_stages=1):
 Expected on the H200: ~450-600 TFLOP/s on the prefill configs versus ~150-250 for the baseline (>= 2x),
 and ~1.5x on decode (bandwidth reading the routed experts' weights).
 
-(Triton 3.6's CPU interpreter gets tl.dot wrong on bf16 operands, so under TRITON_INTERPRET=1 they go to
-tl.dot as fp32, exactly; on the GPU they stay bf16.)
+(Triton 3.6's CPU interpreter gets tl.dot wrong on bf16 operands, so when the tensors are on the CPU (the
+interpreter) they go to tl.dot as fp32, exactly; on the GPU they stay bf16.)
 """
-
-import os
 
 import torch
 import triton
 import triton.language as tl
-
-DOT_F32 = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
 @triton.jit
@@ -99,4 +95,4 @@ def entry(hidden: torch.Tensor, w: torch.Tensor, sorted_token_ids: torch.Tensor,
     grid = (triton.cdiv(EM, bm) * triton.cdiv(N, bn),)
     _moe_gemm[grid](hidden, w, out, sorted_token_ids, expert_ids, num_tokens_post_padded, EM, N, K, T * topk,
                     topk, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=group_m, EVEN_K=(K % bk == 0),
-                    DOT_F32=DOT_F32, num_warps=warps, num_stages=stages)
+                    DOT_F32=hidden.device.type != "cuda", num_warps=warps, num_stages=stages)

@@ -29,7 +29,7 @@ def _paged_decode(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, out_ptr, Hq, Hkv, max_b
     q = tl.load(q_ptr + (b * Hq + h) * D + offs_d).to(tl.float32)
 
     m = tl.max(tl.full([PAGE], -float("inf"), tl.float32), axis=0)  # fp32 scalars, loop-carried
-    l = tl.sum(tl.zeros([PAGE], dtype=tl.float32), axis=0)
+    l_i = tl.sum(tl.zeros([PAGE], dtype=tl.float32), axis=0)
     acc = tl.zeros([D], dtype=tl.float32)
     for blk in range(0, tl.cdiv(ctx, PAGE)):
         page = tl.load(bt_ptr + b * max_blocks + blk).to(tl.int64)
@@ -41,11 +41,11 @@ def _paged_decode(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, out_ptr, Hq, Hkv, max_b
         m_new = tl.maximum(m, tl.max(s, axis=0))
         alpha = tl.exp(m - m_new)
         p = tl.exp(s - m_new)
-        l = l * alpha + tl.sum(p, axis=0)
+        l_i = l_i * alpha + tl.sum(p, axis=0)
         v = tl.load(v_ptr + rows[:, None] + offs_d[None, :], mask=valid[:, None], other=0.0).to(tl.float32)
         acc = acc * alpha + tl.sum(p[:, None] * v, axis=0)
         m = m_new
-    tl.store(out_ptr + (b * Hq + h) * D + offs_d, (acc / l).to(out_ptr.dtype.element_ty))
+    tl.store(out_ptr + (b * Hq + h) * D + offs_d, (acc / l_i).to(out_ptr.dtype.element_ty))
 
 
 def entry(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,

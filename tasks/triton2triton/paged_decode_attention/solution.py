@@ -23,14 +23,13 @@ Key ideas:
   writes the normalized bf16 output itself; otherwise it writes (m, l, unnormalized O) in fp32 and a
   second kernel merges the splits a sequence really has (splits past a short sequence's end exit at
   once and are never read). No atomics: deterministic.
-- Triton 3.6's CPU interpreter gets tl.dot wrong on bf16 operands (fp16 and fp8 are right), so under
-  TRITON_INTERPRET=1 the operands go to the dots as fp32 (exact: bf16 -> fp32 loses nothing); on the GPU
-  they stay bf16.
+- Triton 3.6's CPU interpreter gets tl.dot wrong on bf16 operands (fp16 and fp8 are right), so when the
+  tensors are on the CPU (the interpreter) the operands go to the dots as fp32 (exact: bf16 -> fp32 loses
+  nothing); on the GPU they stay bf16.
 """
 
 import functools
 import math
-import os
 
 import torch
 import triton
@@ -42,7 +41,6 @@ TARGET_PROGRAMS = 132 * 4        # ~4 programs on each of the H200's 132 SMs
 MIN_PAGES_PER_SPLIT = 8          # >= 128 tokens per split: the Q load and the partial write amortize
 MAX_SPLITS = 64
 LOG2E = 1.4426950408889634
-DOT_F32 = os.environ.get("TRITON_INTERPRET", "0") == "1"  # the interpreter's bf16 tl.dot is wrong
 
 
 @triton.jit
@@ -72,7 +70,7 @@ def _paged_decode_gqa(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, out_ptr, o_part, m_
         q = q.to(tl.float32)
 
     m = tl.full([BLOCK_G], -float("inf"), dtype=tl.float32)
-    l = tl.zeros([BLOCK_G], dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_G], dtype=tl.float32)
     acc = tl.zeros([BLOCK_G, D], dtype=tl.float32)
     offs_n = tl.arange(0, BLOCK_N)
     bt_row = bt_ptr + b.to(tl.int64) * max_blocks
@@ -89,7 +87,7 @@ def _paged_decode_gqa(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, out_ptr, o_part, m_
         m_new = tl.maximum(m, tl.max(s, axis=1))                         # finite: start < tok_hi
         alpha = tl.exp2(m - m_new)
         p = tl.exp2(s - m_new[:, None])
-        l = l * alpha + tl.sum(p, axis=1)
+        l_i = l_i * alpha + tl.sum(p, axis=1)
         v = tl.load(v_ptr + rows[:, None] + offs_d[None, :], mask=valid[:, None], other=0.0)
         if DOT_F32:
             v = v.to(tl.float32)
@@ -101,14 +99,14 @@ def _paged_decode_gqa(q_ptr, k_ptr, v_ptr, bt_ptr, lens_ptr, out_ptr, o_part, m_
 
     row = b * Hq + heads                                                 # [BLOCK_G] output rows
     if SPLITS == 1:
-        out = acc / l[:, None]
+        out = acc / l_i[:, None]
         tl.store(out_ptr + row[:, None] * D + offs_d[None, :], out.to(out_ptr.dtype.element_ty),
                  mask=live[:, None])
     else:
         part = row.to(tl.int64) * SPLITS + split
         tl.store(o_part + part[:, None] * D + offs_d[None, :], acc, mask=live[:, None])
         tl.store(m_part + part, m, mask=live)
-        tl.store(l_part + part, l, mask=live)
+        tl.store(l_part + part, l_i, mask=live)
 
 
 @triton.jit
@@ -121,12 +119,12 @@ def _merge_splits(lens_ptr, out_ptr, o_part, m_part, l_part, Hq, pps,
     has = offs_s < n_splits
     base = row.to(tl.int64) * SPLITS
     m = tl.load(m_part + base + offs_s, mask=has, other=-float("inf"))
-    l = tl.load(l_part + base + offs_s, mask=has, other=0.0)
+    l_i = tl.load(l_part + base + offs_s, mask=has, other=0.0)
     m_all = tl.max(m, axis=0)
     w = tl.where(has, tl.exp2(m - m_all), 0.0)
     offs_d = tl.arange(0, D)
     o = tl.load(o_part + (base + offs_s)[:, None] * D + offs_d[None, :], mask=has[:, None], other=0.0)
-    out = tl.sum(w[:, None] * o, axis=0) / tl.sum(w * l, axis=0)
+    out = tl.sum(w[:, None] * o, axis=0) / tl.sum(w * l_i, axis=0)
     tl.store(out_ptr + row.to(tl.int64) * D + offs_d, out.to(out_ptr.dtype.element_ty))
 
 
@@ -165,7 +163,7 @@ def entry(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_t
     _paged_decode_gqa[(B * Hkv * n_chunks, splits)](
         q, k_cache, v_cache, block_tables, context_lens, out, o_part, m_part, l_part,
         Hq, Hkv, G, max_blocks, pps, scale_log2,
-        D=D, BLOCK_G=block_g, BLOCK_N=BLOCK_N, PAGE=PAGE, SPLITS=splits, DOT_F32=DOT_F32, num_warps=warps,
+        D=D, BLOCK_G=block_g, BLOCK_N=BLOCK_N, PAGE=PAGE, SPLITS=splits, DOT_F32=q.device.type != "cuda", num_warps=warps,
         num_stages=2 if D >= 256 else 3)  # D = 256: 2 x 64 x 256 bf16 per stage, 64 KB
     if splits > 1:
         _merge_splits[(B * Hq,)](context_lens, out, o_part, m_part, l_part, Hq, pps,
