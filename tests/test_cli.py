@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from crucible.harness import render
 from crucible.harness.cli import main
-from crucible.toolkit.evaluation import EvalRequest
+from crucible.toolkit.evaluation import CPU_LIMIT, EvalRequest
 from crucible.toolkit.results import ConfigResult, Evaluation
 from crucible.toolkit.task import discover_tasks, find_task
 from crucible.toolkit.toolchains import BuildResult, BuildTarget, KernelResources
@@ -176,7 +176,7 @@ def test_an_eval_request_refuses_a_timeout_that_is_not_a_time_limit(timeout: flo
 
 
 def test_tool_test_text_names_each_skipped_config_with_its_reason() -> None:
-    reason = "too large for the CPU interpreter (> 262,144 output elements); runs on a GPU"
+    reason = CPU_LIMIT
     ev = Evaluation(task="t/x", snapshot="0" * 64, backend="cpu", status="ok", message="correct on all 1 configs",
                     configs=[ConfigResult(config="small", status="pass"),
                              ConfigResult(config="big_one", status="skipped", message=reason)])

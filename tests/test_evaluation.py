@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from crucible.toolkit.evaluation import EvalRequest, evaluate
+from crucible.toolkit.evaluation import CPU_LIMIT, EvalRequest, evaluate, fits_cpu
 from crucible.toolkit.sandbox import probe
 from crucible.toolkit.task import load_task
 from crucible.toolkit.workspace import materialize, take_snapshot
@@ -178,3 +178,17 @@ def test_an_fp8_output_is_checked_timed_and_audited_like_any_other(tmp_path: Pat
         "    tl.store(q_ptr + row * n + offs, _e4m3(w), mask=offs < n)\n", ""))
     result = evaluate(task, take_snapshot(task, ws), full)
     assert result.status == "incorrect" and "never written (still the NaN poison)" in result.message, result.message
+
+
+def test_on_the_cpu_a_config_with_small_outputs_but_many_bytes_is_skipped_as_validation_skips_it(
+        tiny_task_dir: Path, tmp_path: Path) -> None:
+    """One rule for evaluation, profiling and validation (evaluation.fits_cpu): a config whose output is
+    small but whose inputs are huge (a reduction) would hang the interpreter in `tool test` otherwise."""
+    toml = tiny_task_dir / "task.toml"
+    toml.write_text(toml.read_text().replace('bytes = "3*N*itemsize"', 'bytes = "3*N*itemsize*100000"'))
+    task = load_task(tiny_task_dir)
+    assert not fits_cpu(task, task.config("small"))  # 1000 outputs, but 1.2 GB of compulsory bytes
+    ws = tmp_path / "ws"
+    materialize(task, ws)
+    result = evaluate(task, take_snapshot(task, ws), EvalRequest(configs=["small"], timing="none", backend="cpu"))
+    assert [(c.config, c.status, c.message) for c in result.configs] == [("small", "skipped", CPU_LIMIT)]

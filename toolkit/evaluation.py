@@ -33,7 +33,7 @@ from .hardware import datasheet_for, limit_seconds, peak_fraction
 from .integrity import finding as integrity_finding
 from .protocol import CompileJob, EvalJob, KernelCache, KernelSpec
 from .results import ConfigResult, DeviceInfo, Evaluation, KernelTime, Status
-from .task import MAX_TIMEOUT_S, Config, Task, output_shape
+from .task import MAX_TIMEOUT_S, Config, Task, output_shape, task_metrics
 from .toolchains import BuildResult, BuildTarget, Diagnostic, KernelResources, get_toolchain
 from .toolchains.triton import cached_trace, content_key, jit_store, store_trace
 from .worker import WorkerLimits, WorkerOutcome, WorkerPool, run_job
@@ -169,10 +169,21 @@ def _config_names(task: Task, which: list[str] | str) -> list[str]:
 
 
 CPU_MAX_ELEMENTS = 1 << 18
+CPU_MAX_BYTES = 1 << 25
+"""The interpreter runs ~1e5 elements per second per kernel: configs past either bound are GPU-only (a
+reduction's output is small, its input need not be)."""
+CPU_LIMIT = (f"too large for the CPU interpreter (more than {CPU_MAX_ELEMENTS:,} output elements or "
+             f"{CPU_MAX_BYTES >> 20} MiB of compulsory bytes); it runs on a GPU")
 
 
 def output_elements(task: Task, config: Config) -> int:
     return sum(math.prod(output_shape(o, config)) for o in task.spec.signature.outputs)
+
+
+def fits_cpu(task: Task, config: Config) -> bool:
+    """Small enough for the CPU interpreter: evaluation, profiling and validation all skip the rest."""
+    return (output_elements(task, config) <= CPU_MAX_ELEMENTS
+            and task_metrics(task.spec, config)[1] <= CPU_MAX_BYTES)
 
 
 OUTCOME_STATUS: dict[str, Status] = {"crash": "crash", "timeout": "timeout", "exit": "exit", "oom": "oom",
@@ -190,11 +201,9 @@ def evaluate(task: Task, snapshot: Snapshot, request: EvalRequest | None = None,
     names = _config_names(task, request.configs)
     skipped: list[ConfigResult] = []
     if backend == "cpu":
-        # The interpreter runs ~1e5 elements per second per kernel: big configs are GPU-only.
-        too_big = [n for n in names if output_elements(task, task.config(n)) > CPU_MAX_ELEMENTS]
+        too_big = [n for n in names if not fits_cpu(task, task.config(n))]
         names = [n for n in names if n not in too_big]
-        skipped = [ConfigResult(config=n, status="skipped", message="too large for the CPU interpreter "
-                                f"(> {CPU_MAX_ELEMENTS:,} output elements); runs on a GPU") for n in too_big]
+        skipped = [ConfigResult(config=n, status="skipped", message=CPU_LIMIT) for n in too_big]
     base = {"task": task.id, "snapshot": snapshot.digest, "backend": backend}
 
     def finish(status: Status, message: str, **extra: object) -> Evaluation:

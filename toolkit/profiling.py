@@ -20,7 +20,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from .evaluation import CPU_MAX_ELEMENTS, EvalRequest, output_elements
+from .evaluation import CPU_LIMIT, EvalRequest, fits_cpu, output_elements
 from .results import ConfigResult, DeviceInfo, KernelTime, Model
 from .task import Config, Task
 from .toolchains import get_toolchain
@@ -154,7 +154,7 @@ def runnable_configs(task: Task, backend: str) -> list[Config]:
         return configs
     if not get_toolchain(task.spec.language).runs_on_cpu:
         return []
-    return [c for c in configs if output_elements(task, c) <= CPU_MAX_ELEMENTS]
+    return [c for c in configs if fits_cpu(task, c)]
 
 
 def cannot_run(task: Task, backend: str, name: str, runnable: list[Config], asked: bool) -> str:
@@ -164,7 +164,7 @@ def cannot_run(task: Task, backend: str, name: str, runnable: list[Config], aske
     if not get_toolchain(task.spec.language).runs_on_cpu:
         return (f"the {task.spec.language.upper()} kernel compiled (its resources are below), but running it "
                 "needs a GPU, and this machine has none: the cpu backend runs Triton kernels only")
-    limit = f"too large for the CPU interpreter (more than {CPU_MAX_ELEMENTS:,} output elements); it runs on a GPU"
+    limit = CPU_LIMIT
     if asked and runnable:
         return f"config {name} is {limit}. Configs that run here: {', '.join(c.name for c in runnable)}"
     return f"every visible config is {limit}" if not asked else f"config {name} is {limit}"

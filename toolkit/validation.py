@@ -21,7 +21,7 @@
         solution     `skipped` until an expert solution is named in task.toml
 
 On the cpu backend CUDA/HIP files are only compiled (for sm_90) and Triton runs in the interpreter on the
-configs small enough for it (evaluation.CPU_MAX_ELEMENTS); what was not checked is reported `skipped`,
+configs small enough for it (evaluation.fits_cpu); what was not checked is reported `skipped`,
 with the reason. A task passes when no check fails; `warn` and `skipped` do not fail it.
 """
 
@@ -43,19 +43,19 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .devices import gpu_lease
 from .evaluation import (
-    CPU_MAX_ELEMENTS,
     Backend,
     EvalRequest,
     _limits,
     _worker_env,
     build,
     evaluate,
+    fits_cpu,
     geomean,
     output_elements,
     resolve_backend,
 )
 from .results import Evaluation
-from .task import Config, Task, load_task, task_metrics
+from .task import Config, Task, load_task
 from .worker import run_job
 from .workspace import Snapshot, materialize, take_snapshot
 
@@ -72,7 +72,6 @@ NEAR_CONSTANT = 1e-3
 """An output whose std / (|mean| + eps) is under this is near-constant."""
 CONSTANT_GUESS_WARN = 0.99
 """Warn when a constant output (the mean) would pass the tolerance on this share of the elements."""
-CPU_MAX_BYTES = 1 << 25
 """On the CPU, configs moving more compulsory bytes than this are left to the GPU."""
 
 IMPORT_RECORD = "imported.json"
@@ -275,13 +274,6 @@ def _output_stats(t: Any, atol: float, rtol: float) -> dict:
     guess = float(((x - mean).abs() <= atol + rtol * x.abs()).double().mean())
     return {"numel": x.numel(), "finite": True, "all_zero": not bool(x.any()),
             "rel_std": std / (abs(mean) + 1e-12), "constant_guess": guess}
-
-
-def fits_cpu(task: Task, config: Config) -> bool:
-    """Small enough for the CPU: evaluate's output bound, and few enough bytes that the reference and the
-    interpreter finish in seconds (a reduction's output is small, its input need not be)."""
-    return (output_elements(task, config) <= CPU_MAX_ELEMENTS
-            and task_metrics(task.spec, config)[1] <= CPU_MAX_BYTES)
 
 
 def _configs_here(task: Task, backend: Backend) -> tuple[list[str], list[str]]:
