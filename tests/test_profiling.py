@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from crucible.toolkit.hardware import Ceilings, ceilings_for, measured_ceilings_path
+from crucible.toolkit.hardware import KNOWN, Ceilings, ceilings_for, measured_ceilings_path
 from crucible.toolkit.profiling import cannot_run, profile, roofline, runnable_configs
 from crucible.toolkit.results import DeviceInfo
 from crucible.toolkit.task import find_task, load_task
@@ -125,3 +125,22 @@ def test_a_config_that_cannot_run_here_is_said_so_with_the_real_reason() -> None
     too_large = cannot_run(softmax, "cpu", "fp16_2048x32000", runnable_configs(softmax, "cpu"), asked=True)
     assert "too large for the CPU interpreter" in too_large and "Configs that run here: small_fp32" in too_large
     assert cannot_run(softmax, "cpu", "small_fp32", runnable_configs(softmax, "cpu"), asked=True) == ""
+
+
+def test_fp8_work_is_measured_against_the_fp8_rate_even_after_a_calibration_that_skipped_it() -> None:
+    """Calibration measures bf16 matmuls, not fp8: an fp8 GEMM must not be held to the fp32 rate (its SOL
+    fraction would pass 1 and flag every good kernel)."""
+    device = DeviceInfo(backend="cuda", name="NVIDIA H200", torch="x")
+    path = measured_ceilings_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    calibrated = Ceilings(name="NVIDIA H200", memory_bytes_per_s=4.4e12,
+                          flops_per_s={"float32": 60e12, "bfloat16": 800e12}, source="calibrated here")
+    path.write_text(json.dumps({calibrated.name: calibrated.model_dump()}))
+    try:
+        ceil = ceilings_for(device)
+        assert ceil is not None and ceil.flops_per_s["bfloat16"] == 800e12  # the measured rate wins
+        assert ceil.flops_per_s["float8_e4m3fn"] == KNOWN["H200"].flops_per_s["float8_e4m3fn"] > 1000e12
+        roof = roofline(device, "float8_e4m3fn", flops=2e12, nbytes=1e6, seconds=2e-3)  # 1000 TFLOP/s of fp8
+        assert roof is not None and roof.bound == "compute" and 0.5 < roof.peak_fraction < 1
+    finally:
+        path.unlink()

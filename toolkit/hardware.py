@@ -27,11 +27,13 @@ class Ceilings(BaseModel):
 
 KNOWN = {
     "H200": Ceilings(name="NVIDIA H200", memory_bytes_per_s=4.3e12,
-                     flops_per_s={"float32": 67e12, "float16": 790e12, "bfloat16": 790e12, "float64": 34e12},
+                     flops_per_s={"float32": 67e12, "float16": 790e12, "bfloat16": 790e12, "float64": 34e12,
+                                  "float8_e4m3fn": 1580e12, "float8_e5m2": 1580e12},
                      source="copy 4.3 TB/s and bf16 matmul 790 TFLOP/s measured on this project's H200 "
-                            "(2026-11); fp32/fp64 from the datasheet"),
+                            "(2026-11); fp32/fp64 from the datasheet; fp8 the datasheet's derated as bf16 is"),
     "H100": Ceilings(name="NVIDIA H100", memory_bytes_per_s=3.0e12,
-                     flops_per_s={"float32": 67e12, "float16": 750e12, "bfloat16": 750e12, "float64": 34e12},
+                     flops_per_s={"float32": 67e12, "float16": 750e12, "bfloat16": 750e12, "float64": 34e12,
+                                  "float8_e4m3fn": 1500e12, "float8_e5m2": 1500e12},
                      source="datasheet leads, derated"),
 }
 
@@ -42,10 +44,12 @@ DATASHEET = {
     # (e.g. a read stream faster than the copy or the reduction the ceiling was measured with). fp32 allows
     # TF32 tensor cores, which a kernel may use where the task's tolerance admits them.
     "H200": Ceilings(name="NVIDIA H200", memory_bytes_per_s=4.8e12,
-                     flops_per_s={"float32": 495e12, "float16": 990e12, "bfloat16": 990e12, "float64": 67e12},
+                     flops_per_s={"float32": 495e12, "float16": 990e12, "bfloat16": 990e12, "float64": 67e12,
+                                  "float8_e4m3fn": 1979e12, "float8_e5m2": 1979e12},
                      source="NVIDIA H200 SXM datasheet"),
     "H100": Ceilings(name="NVIDIA H100", memory_bytes_per_s=3.35e12,
-                     flops_per_s={"float32": 495e12, "float16": 990e12, "bfloat16": 990e12, "float64": 67e12},
+                     flops_per_s={"float32": 495e12, "float16": 990e12, "bfloat16": 990e12, "float64": 67e12,
+                                  "float8_e4m3fn": 1979e12, "float8_e5m2": 1979e12},
                      source="NVIDIA H100 SXM datasheet"),
 }
 
@@ -63,15 +67,16 @@ def measured_ceilings_path() -> Path:
 
 def ceilings_for(device: DeviceInfo) -> Ceilings | None:
     """Measured ceilings (`crucible calibrate`) for this device name, else the built-in table's."""
+    known = next((ceil for key, ceil in KNOWN.items() if key in device.name), None)
     path = measured_ceilings_path()
     if path.is_file():
         measured = json.loads(path.read_text())
         if device.name in measured:
-            return Ceilings.model_validate(measured[device.name])
-    for key, ceil in KNOWN.items():
-        if key in device.name:
+            ceil = Ceilings.model_validate(measured[device.name])
+            if known is not None:  # rates calibration does not measure (fp8) from the table, not fp32's
+                ceil = ceil.model_copy(update={"flops_per_s": {**known.flops_per_s, **ceil.flops_per_s}})
             return ceil
-    return None
+    return known
 
 
 def limit_seconds(ceil: Ceilings, dtype: str | None, flops: float, nbytes: float) -> float:
