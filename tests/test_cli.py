@@ -67,12 +67,21 @@ def workspace_with(task_id: str, source: Path, tmp_path: Path) -> Path:
 
 
 TRITON_TASKS = [t for t in discover_tasks()[0] if t.spec.language == "triton"]
+QUICK_TASKS = {"triton2triton/softmax", "torch2triton/silu_and_mul"}
+"""The quick set runs `tool test` on these; the other Triton tasks run in the slow set (each costs seconds to
+tens of seconds in the interpreter, and the slow set's per-task validation checks the same files too)."""
 
 
-PLANS = [(t, t.spec.solution) for t in TRITON_TASKS] + [(t, t.spec.baseline) for t in TRITON_TASKS if t.spec.baseline]
+def _plan(task, file: str):
+    return pytest.param(task, file, id=f"{task.id}-{file}",
+                        marks=() if task.id in QUICK_TASKS else pytest.mark.slow)
 
 
-@pytest.mark.parametrize(("task", "file"), PLANS, ids=lambda x: getattr(x, "id", x))
+PLANS = [_plan(t, t.spec.solution) for t in TRITON_TASKS] + [_plan(t, t.spec.baseline) for t in TRITON_TASKS
+                                                              if t.spec.baseline]
+
+
+@pytest.mark.parametrize(("task", "file"), PLANS)
 def test_tool_test_says_correct_for_the_expert_solution_and_the_baseline(task, file: str, tmp_path: Path,
                                                                           capsys: pytest.CaptureFixture[str]) -> None:
     source = task.file(file)
