@@ -164,10 +164,9 @@ def cannot_run(task: Task, backend: str, name: str, runnable: list[Config], aske
     if not get_toolchain(task.spec.language).runs_on_cpu:
         return (f"the {task.spec.language.upper()} kernel compiled (its resources are below), but running it "
                 "needs a GPU, and this machine has none: the cpu backend runs Triton kernels only")
-    limit = CPU_LIMIT
     if asked and runnable:
-        return f"config {name} is {limit}. Configs that run here: {', '.join(c.name for c in runnable)}"
-    return f"every visible config is {limit}" if not asked else f"config {name} is {limit}"
+        return f"config {name} is {CPU_LIMIT}. Configs that run here: {', '.join(c.name for c in runnable)}"
+    return f"every visible config is {CPU_LIMIT}" if not asked else f"config {name} is {CPU_LIMIT}"
 
 
 PROFILE_REPS = 5

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..checking import is_fp8
 from ..protocol import TensorLayout
 from ..task import Config, Task, output_shape, resolve_dtype
 
@@ -90,7 +91,7 @@ class Fresh:
         for spec, dst, raw in zip(self.task.spec.signature.inputs, into, made, strict=True):
             dst.copy_(raw)
             if spec.perturb and dst.dtype.is_floating_point:
-                if dst.element_size() == 1:  # FP8 has no arithmetic of its own
+                if is_fp8(dst):  # FP8 has no arithmetic of its own
                     dst.copy_(dst.float().mul_(call.scale).add_(call.offset))
                 else:
                     dst.mul_(call.scale).add_(call.offset)
