@@ -25,7 +25,7 @@ TEST_JOBS = ["echo", "progress_then_result", "segfault", "abort", "spin", "fork_
              "fork_sleeper_and_return", "allocate_64_gib", "sys_exit_0", "os_exit_0",
              "atexit_forger_then_sys_exit", "raise_value_error", "print_fake_results", "huge_result", "connect",
              "write_outside_scratch", "sleep_after_progress", "cuda_illegal_address", "cuda_bad_index",
-             "cuda_echo"]
+             "cuda_echo", "result_then_hang"]
 
 
 @pytest.fixture(autouse=True)
@@ -117,6 +117,16 @@ def test_grandchildren_left_behind_after_a_result_are_killed_and_do_not_delay_th
     assert outcome.status == "ok", outcome
     assert outcome.seconds < 5
     assert wait_gone(marker) == []
+
+
+def test_a_sent_result_stands_when_the_worker_then_hangs_instead_of_exiting(scratch: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("crucible.toolkit.worker.FINAL_GRACE_S", 1.0)
+    outcome = run("result_then_hang", scratch, limits=WorkerLimits(timeout_s=15, memory_mb=4096))
+    assert outcome.status == "ok", outcome
+    assert outcome.result == {"decided": True}
+    assert outcome.seconds < 10
+    assert_next_run_works(scratch)
 
 
 def test_allocating_64_gib_under_a_small_memory_limit_is_oom(scratch: Path) -> None:

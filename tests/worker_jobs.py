@@ -204,3 +204,11 @@ def landlock_in_child(payload: dict[str, Any], progress: Progress) -> dict[str, 
     proc = subprocess.run([sys.executable, "-c", code, json.dumps(payload.get("landlock_writable")),
                            payload["path"]], capture_output=True, text=True, timeout=60)
     return {"handed_over": payload.get("landlock_writable"), "child": proc.stdout.strip(), "stderr": proc.stderr[-500:]}
+
+
+def result_then_hang(payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    """Sends its result on the worker's own channel, then never exits (a judge whose exit hangs in a driver)."""
+    channel = progress.__closure__[progress.__code__.co_freevars.index("channel")].cell_contents  # type: ignore[index]
+    channel.send({"type": "result", "result": {"decided": True}})
+    time.sleep(600)
+    return {"decided": False}

@@ -23,6 +23,7 @@ import contextlib
 import ctypes
 import mmap
 import os
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -229,7 +230,8 @@ class Arena:
             else:
                 ptr, handle = item
                 cu = _cuda()
-                torch.cuda.synchronize(self.device)
+                if not drained(self.device, DRAIN_S):  # still in use, or a stream a dead runner left waiting:
+                    continue                            # the mapping goes with the process
                 cu.cuMemUnmap(ctypes.c_uint64(ptr), ctypes.c_size_t(self.nbytes))
                 cu.cuMemAddressFree(ctypes.c_uint64(ptr), ctypes.c_size_t(self.nbytes))
                 cu.cuMemRelease(ctypes.c_uint64(handle))
@@ -240,6 +242,23 @@ class Arena:
 
 
 # ------------------------------------------------------------------------------------------- handshakes
+
+DRAIN_S = 5.0
+"""How long closing an arena waits for the device's work on it before it leaves the mapping to the process."""
+
+
+def drained(device: torch.device, seconds: float) -> bool:
+    """Whether the current stream's work is done within `seconds`, polled: a blocking wait on a stream a
+    runner's word holds would hang for as long as the runner likes."""
+    event = torch.cuda.Event()
+    event.record(torch.cuda.current_stream(device))
+    end = time.monotonic() + seconds
+    while not event.query():
+        if time.monotonic() > end:
+            return False
+        time.sleep(1e-4)
+    return True
+
 
 def write_value(stream: torch.cuda.Stream, address: int, value: int) -> None:
     """Queue on `stream`: store `value` at `address` once the work before it is done."""

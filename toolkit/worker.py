@@ -47,6 +47,11 @@ MAX_CHANNEL_BYTES = 256 << 20
 REAP_GRACE_S = 2.0
 STACK_GRACE_S = 0.5
 """How long a worker past its time gets to write its stacks before it is killed."""
+FINAL_GRACE_S = 10.0
+"""How long a worker that has sent its final message gets to exit before it is killed. The message decides
+the verdict: a judge whose exit then hangs in the GPU driver (a context torn down behind a dead runner's)
+cannot turn a decided evaluation into a timeout."""
+FINAL_MESSAGES = frozenset({"result", "error", "oom", "exit_attempt", "infra"})
 
 
 class WorkerLimits(BaseModel):
@@ -419,9 +424,10 @@ class Worker:
         writer.start()
         messages: dict[str, dict[str, Any]] = {}
         reason: str | None = None
+        final_at = math.inf
 
         def dispatch(message: dict[str, Any]) -> None:
-            nonlocal reason
+            nonlocal reason, final_at
             kind_ = str(message.get("type"))
             if kind_ == "progress":
                 if on_progress is not None and isinstance(message.get("progress"), dict):
@@ -430,11 +436,15 @@ class Worker:
                 reason = "overflow"
             else:
                 messages[kind_] = message
+                if kind_ in FINAL_MESSAGES:
+                    final_at = min(final_at, time.monotonic())
 
         deadline = began + (timeout_s or self.limits.timeout_s)
         limits = self.limits if timeout_s is None else self.limits.model_copy(update={"timeout_s": timeout_s})
         try:
             while reason is None and self.proc.poll() is None:
+                if time.monotonic() > final_at + FINAL_GRACE_S:
+                    break  # decided: _reap kills what is left
                 if cancel is not None and cancel.is_set():
                     reason = "cancelled"
                 elif time.monotonic() > deadline:

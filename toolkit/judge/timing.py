@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import random
 import statistics
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -86,10 +87,51 @@ class Subject:
         self.counter[0] = value
 
 
+SETTLE_S = 5.0
+"""How long the judge's stream may take to finish a batch the runner says it has finished (microseconds,
+honestly: the runner waits for its own stream before it answers)."""
+_RELEASE_STREAMS: dict[torch.device, torch.cuda.Stream] = {}
+
+
+def _release_stream(device: torch.device) -> torch.cuda.Stream:
+    """The side stream that releases a batch's waits when it fails (made with the flusher, before any)."""
+    key = torch.device("cuda", torch.cuda.current_device() if device.index is None else device.index)
+    if key not in _RELEASE_STREAMS:
+        _RELEASE_STREAMS[key] = torch.cuda.Stream(key)
+    return _RELEASE_STREAMS[key]
+
+
+def _settled(event: torch.cuda.Event, seconds: float) -> bool:
+    """Whether the stream reaches `event` within `seconds`. Polled: a blocking wait on a stream held by a
+    runner's word would hang the judge for as long as the runner likes."""
+    end = time.monotonic() + seconds
+    while not event.query():
+        if time.monotonic() > end:
+            return False
+        time.sleep(1e-4)
+    return True
+
+
+def _release(stream: torch.cuda.Stream, go: int, done: int, last: torch.cuda.Event | None) -> None:
+    """After a failed batch, both streams let go: ours may wait on a `done` that will not come, and a dead
+    runner's on a `go` (the driver tears its context down only once that channel drains). The side stream
+    was made in advance: making one now can block in the driver behind that teardown (seen on the H200). If
+    ours does not drain even so, the failure being raised says enough; nothing here blocks."""
+    side = _release_stream(stream.device)
+    write_value(side, go, UNBLOCK)
+    write_value(side, done, UNBLOCK)
+    written = torch.cuda.Event()
+    written.record(side)
+    for event in (written, last):  # the arena is unmapped later only once both streams are past it
+        if event is not None and not _settled(event, SETTLE_S):
+            return
+
+
 def flusher(device: torch.device) -> Callable[[], None]:
     """Flush the L2 (read twice its size), then hold the stream for the gate."""
     if device.type != "cuda":
         return lambda: None
+    _release_stream(device)
     props = torch.cuda.get_device_properties(device)
     size = max(2 * int(props.L2_cache_size), 1 << 20)
     buf = torch.ones(size // 4, dtype=torch.int32, device=device)
@@ -167,16 +209,16 @@ def gpu_batch(subject: Subject, fresh: Fresh | None, params: dict, count: int, f
             previous = call
             calls.append(call)
         reply = subject.link.receive(Timed)
+        if reply.first_seq != first or len(reply.us) != count:
+            raise ProtocolViolation(f"the {subject.link.role} answered a batch of {count} calls from {first} with "
+                                    f"{len(reply.us)} times from {reply.first_seq}")
+        if events and not _settled(events[-1][2], SETTLE_S):
+            raise ProtocolViolation(f"the {subject.link.role} answered a batch of {count} calls, but after "
+                                    f"{SETTLE_S:g} s its stream had still not said the last one was done")
     except BaseException:
-        side = torch.cuda.Stream()
-        write_value(side, done, UNBLOCK)
-        torch.cuda.synchronize()
+        _release(stream, go, done, events[-1][2] if events else None)
         raise
     subject.seq = first + count - 1
-    if reply.first_seq != first or len(reply.us) != count:
-        raise ProtocolViolation(f"the {subject.link.role} answered a batch of {count} calls from {first} with "
-                                f"{len(reply.us)} times from {reply.first_seq}")
-    torch.cuda.synchronize()
     subject.bound.reported_us += reply.us
     subject.bound.judged_us += [a.elapsed_time(b) * 1e3 for _, a, b in events]
     subject.bound.flush_us += [f.elapsed_time(a) * 1e3 for f, a, _ in events]
