@@ -11,7 +11,12 @@ timing, integrity `full`), each a fresh judge with fresh runners. Per config:
              when ncu exists
 Writes benchmarks/results/judged_timing.json.
 
-Run: python3 benchmarks/judged_timing.py [--task triton2triton/softmax] [--repeats 5] [--no-ncu]
+`--file` scores another file of the task folder instead (the baseline, say: the same code in the candidate's
+runner and the baseline's shows how much the handshake's cost differs between two runners, which the judge's
+bound must absorb). Other tasks than softmax write judged_timing_<task>.json.
+
+Run: python3 benchmarks/judged_timing.py [--task triton2triton/softmax] [--file baseline.py] [--repeats 5]
+     [--no-ncu]
 """
 
 from __future__ import annotations
@@ -68,6 +73,7 @@ def main() -> None:
     ap.add_argument("--task", default="triton2triton/softmax")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--no-ncu", action="store_true")
+    ap.add_argument("--file", help="the task folder's file to score (default: the expert solution)")
     args = ap.parse_args()
     tmp_task = Path(tempfile.mkdtemp(prefix="crucible-judged-"))
     shutil.copytree(find_task(args.task).root, tmp_task / "task")
@@ -81,7 +87,7 @@ def main() -> None:
                              for n in names}
     seconds = []
     with tempfile.TemporaryDirectory() as tmp:
-        snap = snapshot_of_file(task, task.spec.solution, Path(tmp))  # type: ignore[arg-type]
+        snap = snapshot_of_file(task, args.file or task.spec.solution, Path(tmp))  # type: ignore[arg-type]
         for r in range(args.repeats):
             ev = evaluate(task, snap, EvalRequest(configs=names, timing="careful", integrity="full", backend="cuda"))
             seconds.append(ev.seconds)
@@ -103,6 +109,7 @@ def main() -> None:
             med = statistics.median(xs)
             row["spread"] = (max(xs) - min(xs)) / med
             row["judged_over_reported"] = statistics.median(row["judged_us"]) / med - 1
+            row["judged_minus_reported_us"] = statistics.median(row["judged_us"]) - med
             if not args.no_ncu:
                 metrics, why = run_ncu(task, snap, name)
                 row["ncu_us"] = ncu_us(metrics)
@@ -111,11 +118,13 @@ def main() -> None:
                     row["reported_over_ncu"] = med / row["ncu_us"] - 1
                     row["judged_over_ncu"] = statistics.median(row["judged_us"]) / row["ncu_us"] - 1
             print(f"{name:>20}: reported {med:9.2f} us spread {row['spread']:.2%} judged/reported-1 "
-                  f"{row['judged_over_reported']:+.2%} ncu {row.get('ncu_us') or 0:9.2f} us "
+                  f"{row['judged_over_reported']:+.2%} ({row['judged_minus_reported_us']:+.1f} us) ncu {row.get('ncu_us') or 0:9.2f} us "
                   f"reported/ncu-1 {row.get('reported_over_ncu', 0):+.2%} judged/ncu-1 "
                   f"{row.get('judged_over_ncu', 0):+.2%}", flush=True)
-    write("judged_timing", {"task": args.task, "repeats": args.repeats, "evaluation_s": seconds, "configs": rows},
-          "python3 " + " ".join(sys.argv))
+    name = "judged_timing" + ("" if args.task == "triton2triton/softmax" and not args.file else
+                              "_" + (args.task + ("_" + args.file if args.file else "")).replace("/", "_").replace(".", "_"))
+    write(name, {"task": args.task, "file": args.file or task.spec.solution, "repeats": args.repeats,
+                 "evaluation_s": seconds, "configs": rows}, "python3 " + " ".join(sys.argv))
 
 
 if __name__ == "__main__":
