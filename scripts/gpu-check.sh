@@ -77,7 +77,9 @@ for s in ${steps//,/ }; do
         mapfile -t cheats < <(python3 -m pytest -n 0 -m gpu -q --collect-only -p no:cacheprovider \
           tests/test_redteam.py | grep '::' | awk -v i="${PART%/*}" -v n="${PART#*/}" '(NR - 1) % n == i - 1')
       fi
-      step gpu-redteam python3 -m pytest -n 0 -m gpu -q -rfEP --tb=short -p no:cacheprovider "${cheats[@]}" "$@" ;;
+      # Each verdict is written as soon as it is known (a slice cut by its time limit keeps what it scored).
+      CRUCIBLE_REDTEAM_LOG=${OUT:-$PWD/$logs}/redteam-verdicts.txt \
+        step gpu-redteam python3 -m pytest -n 0 -m gpu -q -rfEP --tb=short -p no:cacheprovider "${cheats[@]}" "$@" ;;
     scale)  # issue 16: placement, Ray and worker tests on the GPU, and the reward service's verdicts per minute
       step gpu-scale-tests python3 -m pytest -n 0 -m gpu -q -rP -p no:cacheprovider tests/test_placement.py \
         tests/test_ray_scoring.py tests/test_worker.py "$@"
