@@ -16,7 +16,7 @@ runner and the baseline's shows how much the handshake's cost differs between tw
 bound must absorb). Other tasks than softmax write judged_timing_<task>.json.
 
 Run: python3 benchmarks/judged_timing.py [--task triton2triton/softmax] [--file baseline.py] [--repeats 5]
-     [--no-ncu]
+     [--calls-per-window 4] [--no-ncu]
 """
 
 from __future__ import annotations
@@ -74,6 +74,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--no-ncu", action="store_true")
     ap.add_argument("--file", help="the task folder's file to score (default: the expert solution)")
+    ap.add_argument("--calls-per-window", type=int, default=1,
+                    help="timed calls per handshake on small configs (TimingOptions.calls_per_window)")
     args = ap.parse_args()
     tmp_task = Path(tempfile.mkdtemp(prefix="crucible-judged-"))
     shutil.copytree(find_task(args.task).root, tmp_task / "task")
@@ -89,7 +91,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         snap = snapshot_of_file(task, args.file or task.spec.solution, Path(tmp))  # type: ignore[arg-type]
         for r in range(args.repeats):
-            ev = evaluate(task, snap, EvalRequest(configs=names, timing="careful", integrity="full", backend="cuda"))
+            ev = evaluate(task, snap, EvalRequest(configs=names, timing="careful", integrity="full", backend="cuda",
+                                                  timing_options={"calls_per_window": args.calls_per_window}))
             seconds.append(ev.seconds)
             print(f"repeat {r}: {ev.status} in {ev.seconds:.1f} s {ev.message[:200]}", flush=True)
             for c in ev.configs:
@@ -123,7 +126,9 @@ def main() -> None:
                   f"{row.get('judged_over_ncu', 0):+.2%}", flush=True)
     name = "judged_timing" + ("" if args.task == "triton2triton/softmax" and not args.file else
                               "_" + (args.task + ("_" + args.file if args.file else "")).replace("/", "_").replace(".", "_"))
+    name += f"_window{args.calls_per_window}" if args.calls_per_window > 1 else ""
     write(name, {"task": args.task, "file": args.file or task.spec.solution, "repeats": args.repeats,
+                 "calls_per_window": args.calls_per_window,
                  "evaluation_s": seconds, "configs": rows}, "python3 " + " ".join(sys.argv))
 
 

@@ -234,3 +234,25 @@ def test_an_fp8_output_is_checked_timed_and_audited_on_the_gpu(tmp_path: Path) -
     result = on_gpu(task, task.file(task.spec.solution or ""), tmp_path, integrity="full", timing="careful")
     assert result.status == "ok", result.message
     assert all(c.status == "pass" and not c.integrity for c in result.configs), result.configs
+
+
+def test_a_window_of_small_calls_is_timed_like_single_calls_and_shares_one_handshake(tmp_path: Path) -> None:
+    """Four timed calls between one `go` and one `done` (TimingOptions.calls_per_window), each on inputs of
+    its own: the reported time per call agrees with single calls', and the judge's own per-call measure
+    agrees with it closely (the handshake's cost, and its variation between runners, is shared by four)."""
+    task = find_task("triton2triton/softmax")
+    solution = task.file(task.spec.solution or "")
+    stats = {}
+    for n in (1, 4):
+        (tmp_path / f"w{n}").mkdir()
+        result = on_gpu(task, solution, tmp_path / f"w{n}", configs=["small_fp32"], timing="careful",
+                        integrity="full", timing_options={"calls_per_window": n})
+        assert result.status == "ok", (n, result.message)
+        caught = [f.flag() for c in result.configs for f in c.integrity if f.caught]
+        assert not caught, (n, caught)
+        stats[n] = result.configs[0].candidate
+        print(f"WINDOW {n}: reported {stats[n].median_us:.2f} us, judged {stats[n].judged_us:.2f} us, "
+              f"handshake {stats[n].overhead_us:.1f} us")
+    one, four = stats[1], stats[4]
+    assert abs(four.median_us - one.median_us) <= 0.1 * one.median_us + 0.5, (one, four)
+    assert four.judged_us is not None and abs(four.judged_us - four.median_us) <= 0.1 * four.median_us + 1.5, four

@@ -12,13 +12,16 @@ from pathlib import Path
 import pytest
 import torch
 
+from crucible.toolkit.judge import timing
 from crucible.toolkit.judge.cases import Case, Fresh, Layout
+from crucible.toolkit.judge.evaluate import Evaluation
 from crucible.toolkit.judge.link import CandidateFailed, ProtocolViolation, RunnerEnded, RunnerLink
 from crucible.toolkit.judge.timing import bound_findings as _bound_findings
 from crucible.toolkit.judge.what_ran import what_ran_findings
 from crucible.toolkit.protocol import Called, KernelClaim, Profiled
 from crucible.toolkit.results import TimingStats
 from crucible.toolkit.runner.loading import import_file
+from crucible.toolkit.shared_memory import Arena
 from crucible.toolkit.task import load_task
 from crucible.toolkit.worker import WorkerLimits
 
@@ -72,6 +75,38 @@ def test_the_arena_layout_aligns_every_tensor_and_holds_the_outputs_shape_and_dt
     out = layout.tensors[-1]
     assert (out.role, out.dtype, out.shape) == ("output", "float16", [4099])
     assert layout.nbytes >= sum(4099 * 2 for _ in range(3))
+
+
+def test_an_arena_of_several_sets_holds_disjoint_copies_of_the_layout_for_a_window_of_calls() -> None:
+    task, ref = _vadd()
+    config = task.config("half")
+    one = Layout(task, config, Case(task, ref, config, 0, CPU).inputs)
+    three = Layout(task, config, Case(task, ref, config, 0, CPU).inputs, sets=3)
+    assert (three.sets, three.set_bytes, three.nbytes) == (3, one.nbytes, 3 * one.nbytes)
+    arena = Arena.create(three.nbytes, CPU)
+    try:
+        sets = [three.views(arena, s) for s in range(3)]
+        for s, (ins, outs) in enumerate(sets):
+            for t in ins + outs:
+                t.fill_(s + 1)
+        assert all(bool((t == s + 1).all()) for s, (ins, outs) in enumerate(sets) for t in ins + outs)
+    finally:
+        arena.close()
+    with pytest.raises(ValueError, match="needs as many input sets"):
+        timing.Subject("candidate", None, None, [], [], "candidate", per_go=2)  # type: ignore[arg-type]
+
+
+def test_the_judges_measure_of_a_window_is_shared_by_its_calls() -> None:
+    """A window of 4 calls: the handshake (chain) is paid once, so each call's judged time is the window's
+    less the chain, over 4, less the empty region (as each reported time is)."""
+    subject = timing.Subject("candidate", None, None, [], [], "candidate",  # type: ignore[arg-type]
+                             sets=[([], [])] * 4, per_go=4)
+    subject.bound.judged_us = [300.0 + 4 * 11.0] * 5
+    subject.bound.reported_us = [11.0] * 20
+    fake = type("E", (), {"device": CPU})()
+    stats = Evaluation._stats(fake, subject, chain=300.0, empty=1.0)  # type: ignore[arg-type]
+    assert stats.judged_us == pytest.approx(10.0) and stats.median_us == pytest.approx(10.0)
+    assert stats.overhead_us == pytest.approx(301.0)
 
 
 def claims(*kernels: tuple[str, float], launches: float | None = None, ops: tuple[str, ...] = ()) -> Profiled:
@@ -267,7 +302,6 @@ def test_a_trusted_runner_out_of_gpu_memory_is_the_candidates_failure_only_when_
 # ---------------------------------------------------------------- the CPU's judged time covers the whole batch
 
 def test_cpu_time_a_runner_spends_between_calls_is_charged_to_the_next_call(monkeypatch: pytest.MonkeyPatch) -> None:
-    from crucible.toolkit.judge import timing
 
     class Link:  # the runner's CPU clock: 1 ms in each call
         role = "candidate"
@@ -285,7 +319,7 @@ def test_cpu_time_a_runner_spends_between_calls_is_charged_to_the_next_call(monk
 
     link = Link()
 
-    def prepare(subject, fresh):  # while the judge writes the third call's inputs, a thread computes ahead
+    def prepare(inputs, outputs, fresh):  # while the judge writes the third call's inputs, a thread computes ahead
         if link.calls == 2:
             link.clock += 0.040
 

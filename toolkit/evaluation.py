@@ -26,7 +26,7 @@ from functools import cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .devices import LeaseCancelled, gpu_lease
 from .hardware import datasheet_for, limit_seconds, peak_fraction
@@ -56,6 +56,16 @@ class EvalRequest(BaseModel):
     gpu: int | None = None
     timeout_s: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)
     """Override the task's worker time limit."""
+    timing_options: dict[str, float | int | bool] = Field(default_factory=dict)
+    """Fields of TimingOptions over the timing's own (e.g. {"calls_per_window": 4}); unknown names are refused."""
+
+    @field_validator("timing_options")
+    @classmethod
+    def _known_options(cls, value: dict[str, float | int | bool]) -> dict[str, float | int | bool]:
+        from .timing import TimingOptions
+
+        TimingOptions.model_validate(value)  # names and ranges, with the model's own message
+        return value
     integrity: Literal["full", "checks", "off"] | None = None
     """The runtime defences (toolkit/integrity.py). `checks`: the float64 oracle, determinism, fresh values
     at the same addresses, patched functions; `full`: also a profiled call per config (own kernels,
@@ -242,7 +252,7 @@ def evaluate(task: Task, snapshot: Snapshot, request: EvalRequest | None = None,
         candidate=kernel_spec(task, cand_build, snapshot.root / task.spec.candidate), baseline=baseline,
         compiled_baseline=reference_spec(task, compiled=True) if request.compiled_baseline and
         task.spec.is_torch_task and request.timing != "none" else None,
-        timing=request.timing, backend=backend, profile_reps=profile_reps,
+        timing=request.timing, timing_options=request.timing_options, backend=backend, profile_reps=profile_reps,
         integrity=request.integrity or ("full" if request.timing == "careful" else "checks"),
         runner_timeout_s=request.timeout_s or lim.timeout_s, memory_mb=lim.memory_mb,
         max_processes=lim.max_processes, candidate_cache=candidate_cache(task, snapshot, backend, visible_only),

@@ -17,6 +17,8 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 MAX_MESSAGE_BYTES = 128 << 10
+MAX_SETS = 16
+"""The most input/output sets an arena holds (calls in one timed window)."""
 """A reply longer than this is a protocol violation (a runner may not flood the judge); under the socket's
 default buffer (about 208 KiB), which bounds one SOCK_SEQPACKET message anyway."""
 Backend = Literal["cpu", "cuda", "rocm"]
@@ -144,11 +146,15 @@ class Load(Model):
 
 
 class Bind(Model):
-    """Map the arena whose fd rides with this message; the tensors are views into it."""
+    """Map the arena whose fd rides with this message; the tensors are views into it. With `sets` > 1 the
+    arena holds that many copies of the layout, `set_bytes` apart (timed windows of several calls, each on
+    inputs of its own); checks and profiles use the first."""
 
     op: Literal["bind"] = "bind"
     nbytes: int
     tensors: list[TensorLayout]
+    sets: int = Field(1, ge=1, le=MAX_SETS)
+    set_bytes: int = Field(0, ge=0)
 
 
 class Call(Model):
@@ -162,8 +168,10 @@ class Call(Model):
 
 
 class TimeBatch(Model):
-    """GPU: queue `count` calls, call k gated on the arena's go word reaching first_seq + k and followed by
-    the done word set to it; the judge's stream refills the inputs and times each from outside."""
+    """GPU: queue `count` windows, window k gated on the arena's go word reaching first_seq + k and followed
+    by the done word set to it; a window is `per_go` calls back to back, call i on set i of the arena. The
+    judge's stream refills the inputs and times each window from outside: the handshake's cost, the same
+    for one call or several, is shared by `per_go` calls."""
 
     op: Literal["time"] = "time"
     kernel: str | None
@@ -171,6 +179,7 @@ class TimeBatch(Model):
     first_seq: int
     count: int
     params: dict[str, int | float]
+    per_go: int = Field(1, ge=1, le=MAX_SETS)
 
 
 class Profile(Model):

@@ -70,6 +70,10 @@ class TimingOptions(BaseModel):
     """Wall-clock budget for the timed repetitions of one config (all subjects together)."""
     flush_l2: bool = True
     use_graphs: bool = True
+    calls_per_window: int = Field(default=1, ge=1, le=16)
+    """GPU, judge's timer: timed calls between one handshake and the next, each on inputs of its own, on
+    configs whose inputs and outputs fit WINDOW_MAX_BYTES. The handshake's cost, and its variation from one
+    runner to another (a few us), is shared by that many calls in the judge's own measure."""
 
 
 QUICK = TimingOptions(warmup_ms=10, min_reps=5, max_reps=200, target_rse=0.01, budget_s=0.3)

@@ -104,9 +104,10 @@ class Fresh:
 
 
 class Layout:
-    """Inputs, then outputs, each 256-byte aligned, in one arena."""
+    """Inputs, then outputs, each 256-byte aligned, in one arena; `sets` copies of that, `set_bytes` apart
+    (a timed window's calls each get inputs and outputs of their own)."""
 
-    def __init__(self, task: Task, config: Config, inputs: list[torch.Tensor]):
+    def __init__(self, task: Task, config: Config, inputs: list[torch.Tensor], sets: int = 1):
         sig = task.spec.signature
         self.tensors: list[TensorLayout] = []
         offset = 0
@@ -118,10 +119,13 @@ class Layout:
                                              shape=list(shape), offset=offset))
             size = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
             offset += -(-max(size, 1) // ALIGN) * ALIGN
-        self.nbytes = offset
+        self.sets, self.set_bytes = sets, offset
+        self.nbytes = offset * sets
 
-    def views(self, arena: object) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        views = [arena.tensor(t.offset, tuple(t.shape), DTYPES[t.dtype]) for t in self.tensors]  # type: ignore[attr-defined]
+    def views(self, arena: object, which: int = 0) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Set `which`'s inputs and outputs."""
+        base = which * self.set_bytes
+        views = [arena.tensor(base + t.offset, tuple(t.shape), DTYPES[t.dtype]) for t in self.tensors]  # type: ignore[attr-defined]
         ins = [v for v, t in zip(views, self.tensors, strict=True) if t.role == "input"]
         outs = [v for v, t in zip(views, self.tensors, strict=True) if t.role == "output"]
         return ins, outs

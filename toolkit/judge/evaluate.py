@@ -56,6 +56,8 @@ from .cases import Case, Fresh, Layout, params_of
 from .link import CandidateFailed, ProtocolViolation, RunnerEnded, RunnerLink, Runners
 from .timing import (
     MIN_US,
+    WINDOW_MAX_BYTES,
+    Bound,
     Subject,
     bound_findings,
     bound_us,
@@ -143,11 +145,14 @@ class Bench:
     def __init__(self, link: RunnerLink, layout: Layout, device: torch.device) -> None:
         self.link, self.layout = link, layout
         self.arena = Arena.create(layout.nbytes, device)
-        link.ask(Bind(nbytes=self.arena.nbytes, tensors=layout.tensors), Done, fds=[self.arena.fd])
-        self.inputs, self.outputs = layout.views(self.arena)
+        link.ask(Bind(nbytes=self.arena.nbytes, tensors=layout.tensors, sets=layout.sets,
+                      set_bytes=layout.set_bytes), Done, fds=[self.arena.fd])
+        self.sets = [layout.views(self.arena, s) for s in range(layout.sets)]
+        self.inputs, self.outputs = self.sets[0]
 
     def close(self) -> None:
         self.inputs = self.outputs = []
+        self.sets = []
         self.arena.close()
 
 
@@ -270,7 +275,7 @@ class Evaluation:
     def _timing_options(self) -> TimingOptions | None:
         opts = {"quick": QUICK, "careful": CAREFUL}.get(self.job.timing)
         if opts is not None and self.job.timing_options:
-            opts = opts.model_copy(update=self.job.timing_options)
+            opts = TimingOptions.model_validate({**opts.model_dump(), **self.job.timing_options})
         return opts
 
     def _load_baselines(self, sig: CallSignature) -> None:
@@ -454,6 +459,9 @@ class Evaluation:
         task, device = self.task, self.device
         fresh = Fresh(task, self.ref, config, device)
         layout = Layout(task, config, fresh.first)
+        per_go = opts.calls_per_window if device.type == "cuda" and layout.set_bytes <= WINDOW_MAX_BYTES else 1
+        if per_go > 1:
+            layout = Layout(task, config, fresh.first, sets=per_go)
         params = params_of(task, config)
         benches: list[Bench] = []
         result = self.results[config.name]
@@ -461,7 +469,7 @@ class Evaluation:
             cand_bench = Bench(self.candidate, layout, device)
             benches.append(cand_bench)
             subjects = [Subject("candidate", self.candidate, cand_bench.arena, cand_bench.inputs,
-                                cand_bench.outputs, "candidate")]
+                                cand_bench.outputs, "candidate", sets=cand_bench.sets, per_go=per_go)]
             trusted = subjects[0]
             if self.baseline is not None:
                 base_bench = Bench(self.baseline, layout, device)
@@ -469,17 +477,17 @@ class Evaluation:
                 counter = [0]
                 kernels = ["baseline"] + (["compiled"] if self.job.compiled_baseline else [])
                 subjects += [Subject(k, self.baseline, base_bench.arena, base_bench.inputs, base_bench.outputs, k,
-                                     counter) for k in kernels]
+                                     counter, sets=base_bench.sets, per_go=per_go) for k in kernels]
                 trusted = subjects[1]
             flush = flusher(device)
             reset_persisting_l2(device)
             checked = self.job.integrity != "off"
             for s in subjects:  # warm-up: JIT compiles, autotuning, clocks
                 self._batch(s, fresh, params, 3, flush, checked=False)
-                s.bound.reported_us.clear(), s.bound.judged_us.clear(), s.bound.flush_us.clear()
+                s.bound = Bound()
             with self._guard(trusted):
                 empty_judged, empty_reported = empty_call_us(trusted, flush)
-            count = 8 if device.type == "cuda" else 2
+            count = max(2, 8 // per_go) if device.type == "cuda" else 2  # windows
             started = time.perf_counter()
             samples = {s.name: s.bound.reported_us for s in subjects}
             rep = 0
@@ -536,7 +544,7 @@ class Evaluation:
         update["achieved_gbps"] = result.bytes / (scored * 1e-6) / 1e9
         self.results[config.name] = result.model_copy(update=update)
 
-    def _batch(self, subject: Subject, fresh: Fresh, params: dict, count: int, flush: Callable[[], None],
+    def _batch(self, subject: Subject, fresh: Fresh, params: dict, count: int, flush: Callable[..., None],
                checked: bool) -> None:
         """One batch of a subject. While a trusted runner is timed, the candidate's processes are stopped (no
         CPU hog between its own calls); a trusted runner's failure is ours, except running out of time."""
@@ -588,7 +596,8 @@ class Evaluation:
         on_gpu = self.device.type == "cuda"
         reported = [max(us - empty, 0.0) for us in subject.bound.reported_us]
         stats = summarize(reported, "gated_events" if on_gpu else "cpu_wall", comparable=on_gpu)
-        judged = statistics.median(subject.bound.judged_us) - chain - empty if subject.bound.judged_us else None
+        judged = ((statistics.median(subject.bound.judged_us) - chain) / subject.per_go - empty
+                  if subject.bound.judged_us else None)
         return stats.model_copy(update={"judged_us": judged, "overhead_us": chain + empty,
                                         "input_sets": len(reported)})
 

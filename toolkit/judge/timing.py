@@ -9,7 +9,13 @@ words (toolkit/shared_memory.py); both processes queue a whole batch ahead:
     runner stream:  wait go >= k -> event a -> the call -> event b -> done = k
 
     reported  = b - a          the runner's claim (no launch gaps: everything was queued while gated)
-    judged    = B - A - the same chain with an empty call, through a runner the candidate does not control
+    judged    = B - A - the chain's own cost, calibrated on the baseline's runner (trusted to report honestly)
+
+A window may hold several calls (TimingOptions.calls_per_window, on small configs): the runner queues them
+back to back between one `go` and one `done`, call i on the arena's input set i, each with its own events,
+and the judge's per-call measure is (B - A - chain) / calls. The chain (~285 us on an H200: two switches
+between the processes' contexts) varies by a few us from one runner to another, which on calls of a few us
+is most of the measure; a window shares it.
 
 Every timed call sees contents it has never seen, and sampled calls (chosen by the judge after the fact)
 are checked against the reference, so a cache keyed on contents or on the poison pattern gains nothing,
@@ -41,6 +47,11 @@ from .link import ProtocolViolation, RunnerLink
 GATE_US = 150
 """Before each timed call the judge's stream idles this long, so the runner (which queues one call at a
 time) has queued the call before `go`: no host latency of the runner inside the judge's events."""
+WINDOW_MAX_BYTES = 64 << 20
+"""Timed windows of several calls (TimingOptions.calls_per_window) only where one call's inputs and outputs
+fit this: the arena holds a set per call, and larger calls dwarf the handshake's variation anyway."""
+GATE_EXTRA_US = 60
+"""More gate per further call of a window: the runner queues the whole window before `go`."""
 SAMPLE_EVERY = 6
 """About one timed call in this many has its outputs checked (at least one per batch)."""
 UNBLOCK = 0xFFFFFFFF
@@ -61,7 +72,11 @@ class Bound:
     """One subject's timed calls: the runner's claims and the judge's own measure of the same calls."""
 
     reported_us: list[float] = field(default_factory=list)
+    """Per call, the runner's claim."""
     judged_us: list[float] = field(default_factory=list)
+    """Per window (one handshake: one call, or `per_go` back to back), the judge's own clock."""
+    window_us: list[float] = field(default_factory=list)
+    """Per window, the sum of its calls' claims (what the judge's clock should see, less the handshake)."""
     samples: list[Sample] = field(default_factory=list)
     flush_us: list[float] = field(default_factory=list)
     """GPU: the judge's own flush and gate before each call (longer when another context holds the GPU)."""
@@ -71,9 +86,16 @@ class Subject:
     """One kernel in one runner, with its arena and the views of it the judge fills and reads."""
 
     def __init__(self, name: str, link: RunnerLink, arena: Arena, inputs: list[torch.Tensor],
-                 outputs: list[torch.Tensor], kernel: str | None, counter: list[int] | None = None):
+                 outputs: list[torch.Tensor], kernel: str | None, counter: list[int] | None = None,
+                 sets: list[tuple[list[torch.Tensor], list[torch.Tensor]]] | None = None, per_go: int = 1):
         self.name, self.link, self.arena, self.kernel = name, link, arena, kernel
         self.inputs, self.outputs = inputs, outputs
+        self.sets = sets or [(inputs, outputs)]
+        """The arena's input/output sets (the first is inputs, outputs)."""
+        self.per_go = per_go
+        """Timed calls per window (GPU): one handshake shared by that many calls, on sets of their own."""
+        if per_go > len(self.sets):
+            raise ValueError(f"a window of {per_go} calls needs as many input sets; the arena has {len(self.sets)}")
         self.counter = counter if counter is not None else [0]
         """The last sequence number used on this arena (kernels sharing a runner share it)."""
         self.bound = Bound()
@@ -127,10 +149,11 @@ def _release(stream: torch.cuda.Stream, go: int, done: int, last: torch.cuda.Eve
             return
 
 
-def flusher(device: torch.device) -> Callable[[], None]:
-    """Flush the L2 (read twice its size), then hold the stream for the gate."""
+def flusher(device: torch.device) -> Callable[..., None]:
+    """Flush the L2 (read twice its size), then hold the stream for the gate (longer for a window of
+    `per_go` calls)."""
     if device.type != "cuda":
-        return lambda: None
+        return lambda per_go=1: None
     _release_stream(device)
     props = torch.cuda.get_device_properties(device)
     size = max(2 * int(props.L2_cache_size), 1 << 20)
@@ -138,9 +161,11 @@ def flusher(device: torch.device) -> Callable[[], None]:
     out = torch.empty((), dtype=torch.int64, device=device)
     cycles = int(GATE_US * 1e-6 * getattr(props, "clock_rate", 1_980_000) * 1e3)  # clock_rate is in kHz
 
-    def flush() -> None:
+    extra = int(GATE_EXTRA_US / GATE_US * cycles)
+
+    def flush(per_go: int = 1) -> None:
         torch.sum(buf, dim=0, out=out)
-        torch.cuda._sleep(cycles)
+        torch.cuda._sleep(cycles + (per_go - 1) * extra)
     return flush
 
 
@@ -169,57 +194,62 @@ def _poison_value(t: torch.Tensor) -> float | int | bool:
     return True if t.dtype == torch.bool else torch.iinfo(t.dtype).max
 
 
-def _prepare(subject: Subject, fresh: Fresh | None) -> FreshCall | None:
+def _prepare(inputs: list[torch.Tensor], outputs: list[torch.Tensor], fresh: Fresh | None) -> FreshCall | None:
     """Before a timed call: fresh inputs (none for an empty call), poisoned outputs."""
     call = fresh.draw() if fresh else None
     if fresh and call:
-        fresh.fill(subject.inputs, call)
-    for t in subject.outputs:
+        fresh.fill(inputs, call)
+    for t in outputs:
         poison_(t)
     return call
 
 
-def gpu_batch(subject: Subject, fresh: Fresh | None, params: dict, count: int, flush: Callable[[], None],
+def gpu_batch(subject: Subject, fresh: Fresh | None, params: dict, count: int, flush: Callable[..., None],
               sample: set[int]) -> None:
-    """Queue `count` gated calls on both sides, collect both measures; on any failure release the judge's
-    stream (it may be waiting on a done word that will never come) before raising."""
+    """Queue `count` gated windows on both sides (each `subject.per_go` calls, on sets of their own), collect
+    both measures; on any failure release the judge's stream (it may be waiting on a done word that will
+    never come) before raising. `sample`: indices of calls (window * per_go + call) whose outputs to keep."""
     stream = torch.cuda.current_stream()
     go, done = subject.arena.word_address(GO_WORD), subject.arena.word_address(DONE_WORD)
+    per_go = subject.per_go
+    sets = subject.sets[:per_go]
     first = subject.seq + 1
     subject.link.ready()
-    subject.link.send(TimeBatch(kernel=subject.kernel, first_seq=first, count=count, params=params))
-    events, kept, calls = [], [], []
+    subject.link.send(TimeBatch(kernel=subject.kernel, first_seq=first, count=count, params=params, per_go=per_go))
+    events, kept = [], []
     previous = None
     try:
         for k in range(count):
-            call = _prepare(subject, fresh)
+            calls = [_prepare(ins, outs, fresh) for ins, outs in sets]
             f = torch.cuda.Event(enable_timing=True)
             f.record(stream)
-            flush()
+            flush(per_go)
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             a.record(stream)
-            for t in subject.outputs:
-                _spot_poison(t)
+            for _, outs in sets:
+                for t in outs:
+                    _spot_poison(t)
             write_value(stream, go, first + k)
             wait_value(stream, done, first + k)
             b.record(stream)
             events.append((f, a, b))
-            if call and k in sample:
-                kept.append(Sample(call, [o.clone() for o in subject.outputs], previous))
-            previous = call
-            calls.append(call)
+            for i, (call, (_, outs)) in enumerate(zip(calls, sets, strict=True)):
+                if call and k * per_go + i in sample:
+                    kept.append(Sample(call, [o.clone() for o in outs], previous))
+                previous = call
         reply = subject.link.receive(Timed)
-        if reply.first_seq != first or len(reply.us) != count:
-            raise ProtocolViolation(f"the {subject.link.role} answered a batch of {count} calls from {first} with "
-                                    f"{len(reply.us)} times from {reply.first_seq}")
+        if reply.first_seq != first or len(reply.us) != count * per_go:
+            raise ProtocolViolation(f"the {subject.link.role} answered a batch of {count * per_go} calls from {first} "
+                                    f"with {len(reply.us)} times from {reply.first_seq}")
         if events and not _settled(events[-1][2], SETTLE_S):
-            raise ProtocolViolation(f"the {subject.link.role} answered a batch of {count} calls, but after "
+            raise ProtocolViolation(f"the {subject.link.role} answered a batch of {count} windows, but after "
                                     f"{SETTLE_S:g} s its stream had still not said the last one was done")
     except BaseException:
         _release(stream, go, done, events[-1][2] if events else None)
         raise
     subject.seq = first + count - 1
     subject.bound.reported_us += reply.us
+    subject.bound.window_us += [sum(reply.us[k * per_go:(k + 1) * per_go]) for k in range(count)]
     subject.bound.judged_us += [a.elapsed_time(b) * 1e3 for _, a, b in events]
     subject.bound.flush_us += [f.elapsed_time(a) * 1e3 for f, a, _ in events]
     subject.bound.samples += kept
@@ -232,7 +262,7 @@ def cpu_batch(subject: Subject, fresh: Fresh | None, params: dict, count: int, s
     previous = None
     last = subject.link.cpu_seconds()
     for k in range(count):
-        call = _prepare(subject, fresh)
+        call = _prepare(subject.inputs, subject.outputs, fresh)
         subject.seq += 1
         reply = subject.link.ask(Call(kernel=subject.kernel, seq=subject.seq, params=params), Called)
         now = subject.link.cpu_seconds()
@@ -241,16 +271,20 @@ def cpu_batch(subject: Subject, fresh: Fresh | None, params: dict, count: int, s
             raise ProtocolViolation(f"the {subject.link.role} answered call {reply.seq} when asked for call "
                                     f"{subject.seq}")
         subject.bound.reported_us.append(reply.us)
+        subject.bound.window_us.append(reply.us)
         subject.bound.judged_us.append(judged)
         if call and k in sample:
             subject.bound.samples.append(Sample(call, [o.clone() for o in subject.outputs], previous))
         previous = call
 
 
-def run_batch(subject: Subject, fresh: Fresh | None, params: dict, count: int, flush: Callable[[], None],
+def run_batch(subject: Subject, fresh: Fresh | None, params: dict, count: int, flush: Callable[..., None],
               rng: random.Random, checked: bool) -> None:
-    sample = set(rng.sample(range(count), max(1, count // SAMPLE_EVERY))) if checked and fresh else set()
-    if subject.arena.device.type == "cuda":
+    """`count` windows on a GPU (each of subject.per_go calls), `count` calls on the CPU."""
+    on_gpu = subject.arena.device.type == "cuda"
+    calls = count * subject.per_go if on_gpu else count
+    sample = set(rng.sample(range(calls), max(1, calls // SAMPLE_EVERY))) if checked and fresh else set()
+    if on_gpu:
         gpu_batch(subject, fresh, params, count, flush, sample)
     else:
         cpu_batch(subject, fresh, params, count, sample)
@@ -301,11 +335,11 @@ def trusted_overhead_us(subject: Subject) -> float | None:
     """What the chain adds to a call, from a trusted runner's timed calls (the baseline's): its judged time
     less its own (honest) report. Better than an empty call's: a call with a kernel costs the handshake a
     few microseconds more than an empty one."""
-    pairs = list(zip(subject.bound.judged_us, subject.bound.reported_us, strict=True))
+    pairs = list(zip(subject.bound.judged_us, subject.bound.window_us, strict=True))
     return statistics.median(j - r for j, r in pairs) if pairs else None
 
 
-def empty_call_us(subject: Subject, flush: Callable[[], None], count: int = 24) -> tuple[float, float]:
+def empty_call_us(subject: Subject, flush: Callable[..., None], count: int = 24) -> tuple[float, float]:
     """An empty call through `subject`'s runner, judged and reported: what the chain costs, and what the
     runner's own events measure around nothing (subtracted from every reported time, as a timer subtracts
     its empty region)."""
