@@ -50,8 +50,9 @@ time) has queued the call before `go`: no host latency of the runner inside the 
 WINDOW_MAX_BYTES = 64 << 20
 """Timed windows of several calls (TimingOptions.calls_per_window) only where one call's inputs and outputs
 fit this: the arena holds a set per call, and larger calls dwarf the handshake's variation anyway."""
-GATE_EXTRA_US = 60
-"""More gate per further call of a window: the runner queues the whole window before `go`."""
+GATE_EXTRA_US = GATE_US
+"""More gate per further call of a window: the runner queues the whole window before `go` (a call that is
+slow to queue, several library ops from Python, must not put host latency into the judge's window)."""
 SAMPLE_EVERY = 6
 """About one timed call in this many has its outputs checked (at least one per batch)."""
 UNBLOCK = 0xFFFFFFFF
