@@ -2,8 +2,8 @@
 # Computes the right answer and reports the smallest time the judge's bound lets through (judge/evaluate.py:
 # a median is flagged under 25% of the judge's clock less 1 ms on the CPU, 85% less 3 us on a GPU). The
 # runner builds its replies from `Called`/`Timed` looked up in its own module at reply time, so swap those
-# for ones that shave the time: negative on short calls, where the floor of 1e-3 us turns it into a
-# speedup of a million.
+# for ones that shave the time: to the floor of 1e-3 us on short calls (a negative time would be refused by
+# the runner's own reply model), which would be a speedup of a million.
 import sys
 
 import triton
@@ -14,11 +14,11 @@ _Called, _Timed = _runner.Called, _runner.Timed
 
 
 def _called(*, seq, us):
-    return _Called(seq=seq, us=0.35 * us - 600.0)  # over the bound for round trips up to 1.6 ms + 0.4x the call
+    return _Called(seq=seq, us=max(1e-3, 0.35 * us - 600.0))  # over the bound for round trips up to 1.6 ms + 0.4x the call
 
 
 def _timed(*, first_seq, us):
-    return _Timed(first_seq=first_seq, us=[0.9 * u - 2.5 for u in us])
+    return _Timed(first_seq=first_seq, us=[max(1e-3, 0.9 * u - 2.5) for u in us])
 
 
 _runner.Called, _runner.Timed = _called, _timed
