@@ -73,7 +73,7 @@ class Bound:
     """One subject's timed calls: the runner's claims and the judge's own measure of the same calls."""
 
     reported_us: list[float] = field(default_factory=list)
-    """Per call, the runner's claim."""
+    """Per call, the runner's claim (in a window of several calls, the window's mean)."""
     judged_us: list[float] = field(default_factory=list)
     """Per window (one handshake: one call, or `per_go` back to back), the judge's own clock."""
     window_us: list[float] = field(default_factory=list)
@@ -249,8 +249,12 @@ def gpu_batch(subject: Subject, fresh: Fresh | None, params: dict, count: int, f
         _release(stream, go, done, events[-1][2] if events else None)
         raise
     subject.seq = first + count - 1
-    subject.bound.reported_us += reply.us
-    subject.bound.window_us += [sum(reply.us[k * per_go:(k + 1) * per_go]) for k in range(count)]
+    # A window's calls are credited its mean: a call that did the window's work for the others (it can read
+    # every set's inputs: all were written before `go`) leaves the others near zero, and a median of those
+    # would be no time at all.
+    windows = [sum(reply.us[k * per_go:(k + 1) * per_go]) for k in range(count)]
+    subject.bound.reported_us += [w / per_go for w in windows for _ in range(per_go)]
+    subject.bound.window_us += windows
     subject.bound.judged_us += [a.elapsed_time(b) * 1e3 for _, a, b in events]
     subject.bound.flush_us += [f.elapsed_time(a) * 1e3 for f, a, _ in events]
     subject.bound.samples += kept
