@@ -3,7 +3,8 @@ import math
 import pytest
 import torch
 
-from crucible.toolkit.checking import compare, describe, poison_
+from crucible.toolkit.checking import check_output, compare, compare_samples, describe, poison_
+from crucible.toolkit.task import Tolerance
 
 
 def test_a_correct_output_passes_with_its_errors_reported() -> None:
@@ -72,3 +73,67 @@ def test_fp8_outputs_compare_within_one_step_of_the_format_and_poison_as_nan() -
     assert bool(values(out).isnan().all())
     check = compare("q", out, ref, tol.atol, tol.rtol)
     assert check.unwritten == 4 and "never written" in describe(check)
+
+
+# ---------------------------------------------------------------- drawn outputs (check = "sample")
+
+def _probs(rows: int, classes: int, temperature: float = 1.0, seed: int = 0) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(seed)
+    return torch.softmax(torch.randn(rows, classes, generator=gen) * 2.0 / temperature, dim=-1)
+
+
+def _draw(probs: torch.Tensor, seed: int = 1) -> torch.Tensor:
+    return torch.multinomial(probs, 1, generator=torch.Generator().manual_seed(seed))[:, 0]
+
+
+def test_honest_draws_pass_the_sample_check_across_many_seeds() -> None:
+    probs = _probs(256, 1000)
+    checks = [compare_samples("token", _draw(probs, seed), probs) for seed in range(20)]
+    assert all(c.ok for c in checks), [describe(c) for c in checks if not c.ok]
+    assert min(c.p_value for c in checks) > 1e-4
+    assert "draws like the reference's probabilities" in describe(checks[0])
+
+
+def test_always_the_likeliest_class_fails_the_sample_check() -> None:
+    probs = _probs(64, 1000)
+    check = compare_samples("token", probs.argmax(-1), probs)
+    assert not check.ok and check.mismatched == 0 and check.p_value < 1e-6
+    assert "unlike the reference's probabilities" in describe(check)
+
+
+def test_a_sampler_that_ignores_the_temperature_fails() -> None:
+    probs = _probs(256, 1000, temperature=0.5)
+    wrong = _draw(_probs(256, 1000, temperature=1.0))  # the same logits, sampled at temperature 1
+    check = compare_samples("token", wrong, probs)
+    assert not check.ok, describe(check)
+
+
+def test_a_draw_of_a_class_of_probability_zero_fails_outright_and_is_located() -> None:
+    probs = _probs(8, 10)
+    probs[3] = torch.tensor([0.0] * 9 + [1.0])  # a cut-off row: only class 9 is possible
+    drawn = _draw(probs)
+    drawn[3] = 2
+    check = compare_samples("token", drawn, probs)
+    assert not check.ok and check.mismatched == 1 and check.first_mismatch.index == [3]
+    assert "probability 0" in describe(check) and "class 2" in describe(check)
+    poisoned = _draw(probs)
+    poison_(poisoned)
+    check = compare_samples("token", poisoned, probs)
+    assert not check.ok and check.unwritten == 8 and "never written" in describe(check)
+
+
+def test_draws_and_probabilities_must_have_matching_shapes() -> None:
+    with pytest.raises(ValueError, match=r"\(4,\) draws.*\(5, 10\)"):
+        compare_samples("token", torch.zeros(4, dtype=torch.int64), _probs(5, 10))
+
+
+def test_a_sampled_output_must_be_an_index_and_check_is_for_outputs_only() -> None:
+    from crucible.toolkit.task import Signature, TensorSpec
+
+    with pytest.raises(ValueError, match='give them dtype "int32" or "int64"'):
+        Signature(inputs=[TensorSpec(name="x")], outputs=[TensorSpec(name="t", shape=["B"], check="sample")])
+    with pytest.raises(ValueError, match="for outputs only"):
+        Signature(inputs=[TensorSpec(name="x", check="sample")], outputs=[TensorSpec(name="y", shape=["B"])])
+    ok = Signature(inputs=[TensorSpec(name="x")], outputs=[TensorSpec(name="t", dtype="int64", shape=["B"],
+                                                                      check="sample")])
+    assert check_output(ok.outputs[0], _draw(_probs(16, 20)), _probs(16, 20), Tolerance(atol=0, rtol=0)).p_value

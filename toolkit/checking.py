@@ -1,14 +1,22 @@
 """Correctness: poison outputs, compare against the reference, and say where the first mismatch is.
 
-Runs inside the evaluation worker. The comparison is `|out - ref| <= atol + rtol * |ref|` per element,
-in float64, with NaN or Inf in the output a mismatch unless the reference has the same value there.
+Runs in the judge. The comparison is `|out - ref| <= atol + rtol * |ref|` per element, in float64, with NaN
+or Inf in the output a mismatch unless the reference has the same value there. Outputs drawn at random
+(check = "sample") are tested against the reference's probabilities instead (compare_samples).
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .results import Mismatch, OutputCheck
+from .task import TensorSpec, Tolerance
+
+SAMPLE_ALPHA = 1e-6
+"""Draws whose Kolmogorov-Smirnov p-value against the reference's probabilities is under this fail: an
+honest sampler fails one check in a million."""
 
 FP8_NAN = 0x7F
 """A NaN's bits in both FP8 formats (e4m3fn: S.1111.111; e5m2: S.11111.11)."""
@@ -74,6 +82,8 @@ def compare(name: str, out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: 
 
 def describe(check: OutputCheck) -> str:
     """One line an agent can act on."""
+    if check.p_value is not None:
+        return _describe_samples(check)
     if check.ok:
         return f"{check.name}: ok (max abs err {check.max_abs_err:.3g}, max rel err {check.max_rel_err:.3g})"
     parts = [f"{check.name}: {check.mismatched:,} of {check.total:,} elements outside "
@@ -84,4 +94,76 @@ def describe(check: OutputCheck) -> str:
     parts.append(f"max abs err {check.max_abs_err:.3g}")
     if check.unwritten:
         parts.append(f"{check.unwritten:,} elements never written (still the NaN poison)")
+    return "; ".join(parts)
+
+
+def check_output(spec: TensorSpec, out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> OutputCheck:
+    """One output against the reference's, as its spec says: by value, or as draws from probabilities."""
+    if spec.check == "sample":
+        return compare_samples(spec.name, out, ref)
+    return compare(spec.name, out, ref, tol.atol, tol.rtol)
+
+
+def compare_samples(name: str, out: torch.Tensor, probs: torch.Tensor) -> OutputCheck:
+    """Draws `out` (class indices) against `probs` (the same shape and one more dimension: the classes).
+
+    A draw of a class of probability 0 (or outside the classes) fails outright. The rest is one test: each
+    draw's randomized probability integral transform, with the classes ranked by probability (u = the mass
+    of the likelier classes + U * the mass of those as likely as the draw, U uniform), is uniform on [0, 1]
+    for an honest sampler whatever the distributions; the draws' u against the uniform by Kolmogorov-Smirnov
+    (every draw of the call pooled). Always taking the likeliest class gives u near 0, a sampler that
+    ignores a temperature or a cut-off a skewed u."""
+    if tuple(out.shape) != tuple(probs.shape[:-1]):
+        raise ValueError(f"output {name}: {tuple(out.shape)} draws, but the reference gives probabilities of shape "
+                         f"{tuple(probs.shape)} (the draws' shape and the classes)")
+    classes = probs.shape[-1]
+    drawn = out.detach().to(torch.int64).reshape(-1).cpu()
+    p = probs.detach().to(torch.float64).reshape(-1, classes).cpu()
+    total = drawn.numel()
+    unwritten = int((out == torch.iinfo(out.dtype).max).sum()) if not out.is_floating_point() else 0
+    outside = (drawn < 0) | (drawn >= classes)
+    chosen = p.gather(1, drawn.clamp(0, classes - 1)[:, None])[:, 0]
+    impossible = outside | (chosen <= 0)
+    first = None
+    if bool(impossible.any()):
+        flat = int(impossible.nonzero()[0, 0])
+        index = [int(i) for i in torch.unravel_index(torch.tensor(flat), tuple(out.shape))]
+        first = Mismatch(index=index, got=float(drawn[flat]), expected=0.0)
+    likelier = (p * (p > chosen[:, None])).sum(1)
+    as_likely = (p * (p == chosen[:, None])).sum(1)
+    u = (likelier + torch.rand(total, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+         * as_likely).sort().values
+    d, p_value = _kolmogorov_smirnov(u) if total else (0.0, 1.0)
+    ok = not bool(impossible.any()) and p_value >= SAMPLE_ALPHA
+    return OutputCheck(name=name, ok=ok, max_abs_err=d, max_rel_err=0.0, mismatched=int(impossible.sum()),
+                       total=total, unwritten=unwritten, first_mismatch=first, atol=0.0, rtol=0.0, p_value=p_value)
+
+
+def _kolmogorov_smirnov(sorted_u: torch.Tensor) -> tuple[float, float]:
+    """D of sorted values against the uniform on [0, 1], and its p-value (Kolmogorov's limit with
+    Stephens' correction for small n)."""
+    n = sorted_u.numel()
+    i = torch.arange(1, n + 1, dtype=torch.float64)
+    d = float(torch.maximum(i / n - sorted_u, sorted_u - (i - 1) / n).max())
+    lam = (math.sqrt(n) + 0.12 + 0.11 / math.sqrt(n)) * d
+    if lam < 0.2:
+        return d, 1.0
+    p = 2 * sum((-1) ** (k - 1) * math.exp(-2 * k * k * lam * lam) for k in range(1, 101))
+    return d, min(max(p, 0.0), 1.0)
+
+
+def _describe_samples(check: OutputCheck) -> str:
+    if check.ok:
+        return (f"{check.name}: ok ({check.total:,} draws like the reference's probabilities: KS D "
+                f"{check.max_abs_err:.3g}, p {check.p_value:.3g})")
+    parts = [f"{check.name}: "]
+    if check.mismatched:
+        m = check.first_mismatch
+        parts[0] += (f"{check.mismatched:,} of {check.total:,} draws are classes of probability 0 (or out of range)"
+                     + (f"; first at {m.index}: class {m.got:.0f}" if m else ""))
+    else:
+        parts[0] += (f"{check.total:,} draws unlike the reference's probabilities (KS D {check.max_abs_err:.3g}, "
+                     f"p {check.p_value:.2g} < {SAMPLE_ALPHA:g}): a biased sampler, or no sampling at all")
+    if check.unwritten:
+        parts.append(f"{check.unwritten:,} draws never written (still the poison)")
     return "; ".join(parts)

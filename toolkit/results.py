@@ -35,6 +35,9 @@ class OutputCheck(Model):
     first_mismatch: Mismatch | None = None
     atol: float
     rtol: float
+    p_value: float | None = None
+    """Sampled outputs (check = "sample"): the chance that draws from the reference's probabilities look at
+    least this unlike them (a Kolmogorov-Smirnov test); max_abs_err is its statistic D."""
 
 
 class SeedCheck(Model):

@@ -119,6 +119,11 @@ class TensorSpec(Frozen):
     """Outputs only: each dimension an int or an arithmetic expression over config values."""
     perturb: bool = True
     """Inputs only: apply a random offset and scale per seed (turn off for indices, positive-only data)."""
+    check: Literal["close", "sample"] = "close"
+    """Outputs only. `close`: within the tolerance of the reference's output, element by element. `sample`:
+    indices drawn at random (an int32/int64 output); for it the reference returns the probability of every
+    class for each draw (the output's shape and one more dimension, the classes), and the draws are tested
+    against those (toolkit/checking.py compare_samples)."""
 
 
 class ParamSpec(Frozen):
@@ -138,6 +143,12 @@ class Signature(Frozen):
         missing = [o.name for o in self.outputs if not o.shape]
         if missing:
             raise ValueError(f"outputs {missing} need a `shape`")
+        sampled = [o.name for o in self.outputs if o.check == "sample" and o.dtype not in ("int32", "int64")]
+        if sampled:
+            raise ValueError(f"outputs {sampled} are checked as samples (check = \"sample\"): give them dtype "
+                             "\"int32\" or \"int64\" (the index of each draw)")
+        if any(t.check != "close" for t in self.inputs):
+            raise ValueError("`check` is for outputs only; remove it from the inputs")
         names = [t.name for t in self.inputs + self.outputs] + [p.name for p in self.params]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:

@@ -178,7 +178,15 @@ def run_reference_checks(payload: dict, progress: Callable[[dict], None]) -> dic
         for spec, a, b, c in zip(task.spec.signature.outputs, r1, r2, r3, strict=False):
             want_shape = output_shape(spec, config)
             want_dtype = DTYPES[resolve_dtype(spec.dtype, config)]
-            if list(a.shape) != want_shape or a.dtype != want_dtype:
+            if spec.check == "sample":  # the probability of every class for each draw
+                if list(a.shape[:-1]) != want_shape or not a.is_floating_point() or a.dim() != len(want_shape) + 1:
+                    problems.append(f"output {spec.name} is drawn (check = \"sample\"): the reference must give "
+                                    f"floating probabilities of shape {want_shape} + [classes], not "
+                                    f"{list(a.shape)} {a.dtype}")
+                elif not bool(torch.allclose(a.double().sum(-1), torch.ones((), dtype=torch.float64), atol=1e-4)):
+                    problems.append(f"output {spec.name} is drawn: the reference's probabilities must sum to 1 "
+                                    "over the last dimension")
+            elif list(a.shape) != want_shape or a.dtype != want_dtype:
                 problems.append(f"output {spec.name}: the reference gives {list(a.shape)} {a.dtype}, the "
                                 f"signature says {want_shape} {want_dtype}")
             tol = task.spec.tolerance.for_dtype(resolve_dtype(spec.dtype, config))
