@@ -14,13 +14,15 @@ compared, on the configs small enough to run on the CPU, with the reference itse
 
 from __future__ import annotations
 
+import math
+
 import torch
 from pydantic import BaseModel
 from torch.utils.flop_counter import FlopCounterMode
 
-from .judge.cases import params_of, raw_inputs
+from .judge.cases import DTYPES, params_of, raw_inputs
 from .judge.evaluate import import_reference, reference_outputs
-from .task import Config, Task, task_metrics
+from .task import Config, Task, output_shape, resolve_dtype, task_metrics
 
 FLOPS_TOLERANCE = 0.02
 BYTES_SLACK = 0.01
@@ -55,7 +57,11 @@ def review_config(task: Task, config: Config) -> MetricsReview:
         outputs = reference_outputs(ref, inputs, params_of(task, config))
     flops, nbytes = task_metrics(task.spec, config)
     counted = float(counter.get_total_flops())
-    tensor_bytes, output_bytes = _nbytes(inputs) + _nbytes(outputs), _nbytes(outputs)
+    # a drawn output's reference is its probabilities; the kernel writes only the draws
+    output_bytes = sum(math.prod(output_shape(spec, config)) * DTYPES[resolve_dtype(spec.dtype, config)].itemsize
+                       if spec.check == "sample" else _nbytes([out])
+                       for spec, out in zip(task.spec.signature.outputs, outputs, strict=True))
+    tensor_bytes = _nbytes(inputs) + output_bytes
     problems = []
     if counted and flops > counted * (1 + FLOPS_TOLERANCE):
         problems.append(f"flops: the formula gives {flops:.4g}, more than the reference's matmul-like "
