@@ -31,7 +31,7 @@ def _gumbel_chunk_kernel(x_ptr, best_ptr, index_ptr, V, n_chunks, inv_t, seed,
     x_row = x_ptr + row.to(tl.int64) * V
     best = tl.full([BLOCK], float("-inf"), tl.float32)
     where = tl.full([BLOCK], 0, tl.int32)
-    for start in range(chunk * CHUNK, chunk * CHUNK + CHUNK, BLOCK):
+    for start in range(chunk * CHUNK, tl.minimum(chunk * CHUNK + CHUNK, V), BLOCK):  # the last chunk stops at V
         cols = start + tl.arange(0, BLOCK)
         live = cols < V
         x = tl.load(x_row + cols, mask=live, other=float("-inf"))
