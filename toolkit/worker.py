@@ -52,6 +52,10 @@ FINAL_GRACE_S = 10.0
 the verdict: a judge whose exit then hangs in the GPU driver (a context torn down behind a dead runner's)
 cannot turn a decided evaluation into a timeout."""
 FINAL_MESSAGES = frozenset({"result", "error", "oom", "exit_attempt", "infra"})
+STARTUP_LIMIT_S = 30.0
+"""How long a worker may take, after its job is sent, to start it (its "started" message). The job's own
+wall-clock limit counts from there: on a loaded machine the interpreter's start-up is not the candidate's
+time, and a limit that expired during the imports would leave no stack to say where the job was."""
 
 
 class WorkerLimits(BaseModel):
@@ -60,6 +64,7 @@ class WorkerLimits(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     timeout_s: float = Field(300, gt=0)
+    """Wall-clock seconds the job may run, from its start (see STARTUP_LIMIT_S for the worker's start-up)."""
     """Wall clock; on expiry the whole process group is killed."""
     memory_mb: int = Field(16384, gt=0)
     """Host memory: RLIMIT_AS on the cpu backend; a memory cgroup (else RLIMIT_DATA) on GPU backends,
@@ -251,6 +256,10 @@ def _verdict(reason: str | None, messages: dict[str, dict[str, Any]], returncode
         return ("timeout", None, f"the evaluation ran past its {limits.timeout_s:g} s wall-clock limit and was "
                 f"killed with every process it started; make it faster or look for a hang (the worker's stacks "
                 f"at the limit end stderr_tail)", exit_code, sig)
+    if reason == "no_start":
+        return ("infra", None, f"the worker did not start its job within {STARTUP_LIMIT_S:g} s of receiving it "
+                "(its start-up hung or the machine is overloaded); nothing of the job ran, so run it again "
+                "(stderr_tail ends with the worker's stacks)", exit_code, sig)
     if reason == "overflow":
         return ("error", None, f"the worker sent more than {MAX_CHANNEL_BYTES >> 20} MiB over its result "
                 "channel and was killed; return smaller results", exit_code, sig)
@@ -425,10 +434,14 @@ class Worker:
         messages: dict[str, dict[str, Any]] = {}
         reason: str | None = None
         final_at = math.inf
+        limit_s = timeout_s or self.limits.timeout_s
+        deadline = began + STARTUP_LIMIT_S
 
         def dispatch(message: dict[str, Any]) -> None:
-            nonlocal reason, final_at
+            nonlocal reason, final_at, deadline
             kind_ = str(message.get("type"))
+            if kind_ == "started" and "started" not in messages:
+                deadline = time.monotonic() + limit_s
             if kind_ == "progress":
                 if on_progress is not None and isinstance(message.get("progress"), dict):
                     on_progress(message["progress"])
@@ -439,7 +452,6 @@ class Worker:
                 if kind_ in FINAL_MESSAGES:
                     final_at = min(final_at, time.monotonic())
 
-        deadline = began + (timeout_s or self.limits.timeout_s)
         limits = self.limits if timeout_s is None else self.limits.model_copy(update={"timeout_s": timeout_s})
         try:
             while reason is None and self.proc.poll() is None:
@@ -448,7 +460,7 @@ class Worker:
                 if cancel is not None and cancel.is_set():
                     reason = "cancelled"
                 elif time.monotonic() > deadline:
-                    reason = "timeout"
+                    reason = "timeout" if "started" in messages else "no_start"
                     self._dump_stacks()
                 else:
                     with contextlib.suppress(queue.Empty):
