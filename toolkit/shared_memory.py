@@ -247,17 +247,22 @@ DRAIN_S = 5.0
 """How long closing an arena waits for the device's work on it before it leaves the mapping to the process."""
 
 
-def drained(device: torch.device, seconds: float) -> bool:
-    """Whether the current stream's work is done within `seconds`, polled: a blocking wait on a stream a
-    runner's word holds would hang for as long as the runner likes."""
-    event = torch.cuda.Event()
-    event.record(torch.cuda.current_stream(device))
+def reached(event: torch.cuda.Event, seconds: float) -> bool:
+    """Whether a stream reaches `event` within `seconds`, polled: a blocking wait on a stream a runner's
+    word holds would hang for as long as the runner likes."""
     end = time.monotonic() + seconds
     while not event.query():
         if time.monotonic() > end:
             return False
         time.sleep(1e-4)
     return True
+
+
+def drained(device: torch.device, seconds: float) -> bool:
+    """Whether the current stream's work is done within `seconds` (see reached)."""
+    event = torch.cuda.Event()
+    event.record(torch.cuda.current_stream(device))
+    return reached(event, seconds)
 
 
 def write_value(stream: torch.cuda.Stream, address: int, value: int) -> None:

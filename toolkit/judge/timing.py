@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import random
 import statistics
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -40,7 +39,7 @@ from ..checking import FP8_NAN, is_fp8, poison_
 from ..integrity import finding
 from ..protocol import Call, Called, TimeBatch, Timed
 from ..results import IntegrityFinding, TimingStats
-from ..shared_memory import DONE_WORD, GO_WORD, Arena, wait_value, write_value
+from ..shared_memory import DONE_WORD, GO_WORD, Arena, reached, wait_value, write_value
 from .cases import Fresh, FreshCall
 from .link import ProtocolViolation, RunnerLink
 
@@ -124,17 +123,6 @@ def _release_stream(device: torch.device) -> torch.cuda.Stream:
     return _RELEASE_STREAMS[key]
 
 
-def _settled(event: torch.cuda.Event, seconds: float) -> bool:
-    """Whether the stream reaches `event` within `seconds`. Polled: a blocking wait on a stream held by a
-    runner's word would hang the judge for as long as the runner likes."""
-    end = time.monotonic() + seconds
-    while not event.query():
-        if time.monotonic() > end:
-            return False
-        time.sleep(1e-4)
-    return True
-
-
 def _release(stream: torch.cuda.Stream, go: int, done: int, last: torch.cuda.Event | None) -> None:
     """After a failed batch, both streams let go: ours may wait on a `done` that will not come, and a dead
     runner's on a `go` (the driver tears its context down only once that channel drains). The side stream
@@ -146,7 +134,7 @@ def _release(stream: torch.cuda.Stream, go: int, done: int, last: torch.cuda.Eve
     written = torch.cuda.Event()
     written.record(side)
     for event in (written, last):  # the arena is unmapped later only once both streams are past it
-        if event is not None and not _settled(event, SETTLE_S):
+        if event is not None and not reached(event, SETTLE_S):
             return
 
 
@@ -242,7 +230,7 @@ def gpu_batch(subject: Subject, fresh: Fresh | None, params: dict, count: int, f
         if reply.first_seq != first or len(reply.us) != count * per_go:
             raise ProtocolViolation(f"the {subject.link.role} answered a batch of {count * per_go} calls from {first} "
                                     f"with {len(reply.us)} times from {reply.first_seq}")
-        if events and not _settled(events[-1][2], SETTLE_S):
+        if events and not reached(events[-1][2], SETTLE_S):
             raise ProtocolViolation(f"the {subject.link.role} answered a batch of {count} windows, but after "
                                     f"{SETTLE_S:g} s its stream had still not said the last one was done")
     except BaseException:
