@@ -290,6 +290,13 @@ def score_evaluation(task: Task, ev: Evaluation, flags: list[str] | None = None)
     if correct is None and generalizes is None:
         return Score(verdict="infra_error", message=f"no config could run on this backend ({where})",
                      compiled=True, **base)
+    if ev.status in CANDIDATE_FAILURES:
+        # Every config that reported was right, then the candidate's process died (or the judge did, of what
+        # the candidate did to it): an evaluation it does not let finish is not a pass, nor our failure (a
+        # kernel that would be caught or slow in the phases left would have everything to gain).
+        return Score(verdict="incorrect", message=f"the evaluation did not finish ({ev.status}) after {where} "
+                     f"were right: {ev.message}", compiled=True, correct=False, generalizes=generalizes,
+                     **speeds, **base)
     if ev.status != "ok":  # every config that ran passed, yet the status says otherwise: a bug of ours
         return Score(verdict="infra_error", message=f"inconsistent evaluation: status {ev.status} with every "
                      f"config right ({where}): {ev.message}", compiled=True, **base)

@@ -65,6 +65,16 @@ def test_a_candidate_that_dies_before_reporting_gets_the_matching_verdict(task: 
     assert score.verdict == verdict and score.speedup is None
 
 
+@pytest.mark.parametrize("status", ["crash", "oom", "error"])
+def test_a_candidate_that_dies_after_every_config_was_right_is_incorrect_not_our_failure(task: Task,
+                                                                                         status: str) -> None:
+    # A kernel that would be slow or caught in the phases still to come gains by dying once its checks pass;
+    # an infra_error is never counted against it, so this must not be one.
+    score = score_evaluation(task, ev(status, [cfg("small"), cfg("half"), cfg("tail"), cfg("big")]))
+    assert (score.verdict, score.correct, score.speedup) == ("incorrect", False, None)
+    assert f"did not finish ({status})" in score.message
+
+
 @pytest.mark.parametrize("status", ["infra", "not_run", "cancelled"])
 def test_an_evaluation_that_could_not_run_is_an_infra_error_never_a_speedup(task: Task, status: str) -> None:
     score = score_evaluation(task, ev(status))

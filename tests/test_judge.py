@@ -96,6 +96,22 @@ def test_an_arena_of_several_sets_holds_disjoint_copies_of_the_layout_for_a_wind
         timing.Subject("candidate", None, None, [], [], "candidate", per_go=2)  # type: ignore[arg-type]
 
 
+def test_a_cpu_arena_cannot_be_resized_by_the_runner_that_holds_its_fd() -> None:
+    # Shrinking the memfd under the judge's mapping would make the judge's next read a SIGBUS.
+    import os
+
+    arena = Arena.create(4096, CPU)
+    theirs = os.dup(arena.fd)  # what the runner holds
+    try:
+        for size in (0, 8192):
+            with pytest.raises(PermissionError):
+                os.ftruncate(theirs, size)
+        assert os.fstat(theirs).st_size == 4096
+    finally:
+        os.close(theirs)
+        arena.close()
+
+
 def test_the_judges_measure_of_a_window_is_shared_by_its_calls() -> None:
     """A window of 4 calls: the handshake (chain) is paid once, so each call's judged time is the window's
     less the chain, over 4, less the empty region (as each reported time is)."""
@@ -328,3 +344,24 @@ def test_cpu_time_a_runner_spends_between_calls_is_charged_to_the_next_call(monk
     timing.cpu_batch(subject, None, {}, 4, set())
     judged = subject.bound.judged_us
     assert [round(j) for j in judged] == [1000, 1000, 41000, 1000], judged
+
+
+def test_the_kept_timed_calls_are_a_uniform_draw_over_the_whole_phase_and_never_more_than_the_rechecks() -> None:
+    # A kernel that counts its calls must not be able to tell which are checked: the last calls of a long
+    # phase are kept as often as the first (only the first few were, once), and memory stays bounded.
+    import random
+
+    offers, trials = 200, 400
+    rng = random.Random(7)
+    kept_per_call = [0] * offers
+    for _ in range(trials):
+        bound = timing.Bound()
+        for n in range(offers):
+            bound.keep(timing.Sample(call=n, outputs=[], previous=None), rng)  # type: ignore[arg-type]
+        assert len(bound.samples) == timing.RECHECKS and bound.offered == offers
+        for s in bound.samples:
+            kept_per_call[s.call] += 1  # type: ignore[index]
+    expected = trials * timing.RECHECKS / offers  # 16 each
+    first, last = sum(kept_per_call[:offers // 4]), sum(kept_per_call[-offers // 4:])
+    assert abs(first - last) < 0.2 * expected * offers / 4, (first, last)
+    assert sum(kept_per_call[timing.RECHECKS:]) > 0.9 * trials * timing.RECHECKS

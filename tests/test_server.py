@@ -402,7 +402,8 @@ async def test_submit_freezes_the_snapshot_outside_the_workspace_and_later_edits
     assert not (stored / "kernel.py").stat().st_mode & stat.S_IWUSR
     assert report["verdict"]["status"] == "ok" and report["verdict"]["correct"] is True
     assert "after the session" in report["hidden"]
-    assert second.structured_content["submission"] == 2
+    assert second.structured_content["submission"] == 2, text(second)
+    assert second.structured_content["verdict"]["status"] == "ok", second.structured_content
     assert second.structured_content["source_hash"] != report["source_hash"]
     rows = ledger(ws).submissions()
     assert [(r.n, r.status, r.correct, r.note) for r in rows] == [(1, "ok", True, "the baseline"), (2, "ok", True, None)]

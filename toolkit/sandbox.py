@@ -360,16 +360,29 @@ session's files): nothing a runner needs, and a store it must not read."""
 
 
 def _dev_readable() -> list[str]:
-    """/dev's folders and device nodes, but for DEV_UNREADABLE; its links (fd, stdin, ...) point into /proc."""
+    """/dev's folders and character devices, but for DEV_UNREADABLE; its links (fd, stdin, ...) point into
+    /proc. Never a block device, nor a folder holding one: a runner runs as root, and a disk's node is
+    readable by its owner whatever capabilities are dropped (a filesystem reader then finds every file on
+    it, the task's hidden configs and solutions too)."""
     out = []
     with contextlib.suppress(OSError):
         for entry in sorted(os.scandir("/dev"), key=lambda e: e.name):
             if entry.name in DEV_UNREADABLE or entry.is_symlink():
                 continue
             mode = entry.stat(follow_symlinks=False).st_mode
-            if stat.S_ISDIR(mode) or stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISREG(mode):
+            if (stat.S_ISDIR(mode) and not _holds_block_device(entry.path)) or stat.S_ISCHR(mode) \
+                    or stat.S_ISREG(mode):
                 out.append(entry.path)
     return out
+
+
+def _holds_block_device(folder: str) -> bool:
+    for root, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            with contextlib.suppress(OSError):
+                if stat.S_ISBLK(os.lstat(os.path.join(root, name)).st_mode):
+                    return True
+    return False
 
 
 def _package_dirs(name: str) -> list[str]:

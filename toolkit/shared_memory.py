@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import mmap
 import os
 import time
@@ -149,9 +150,12 @@ class Arena:
         """Judge side: a new arena of at least `nbytes` (GPU arenas start with the control page)."""
         if device.type == "cuda":
             return cls._create_cuda(nbytes + CONTROL_BYTES, device)
-        fd = os.memfd_create("crucible-arena", os.MFD_CLOEXEC)
+        fd = os.memfd_create("crucible-arena", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         size = max(nbytes, 1)
         os.ftruncate(fd, size)
+        # Sealed at its size before the runner gets the fd: a runner that shrank it would turn the judge's
+        # next read of the arena into a SIGBUS in the trusted process.
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
         return cls._map_cpu(fd, size, device)
 
     @classmethod

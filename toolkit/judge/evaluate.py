@@ -69,12 +69,10 @@ from .timing import (
 )
 from .what_ran import kernel_breakdown, what_ran_findings
 
-RECHECKS = 8
 STARVED_BYTES = 1 << 30
 """A trusted runner out of GPU memory is the candidate's doing when killing the candidate's runner gives back
 at least this much (a runner's CUDA context alone is about 0.5 GiB on an H200)."""
 STARVED_POLLS = 20
-"""How many sampled timed calls of a config the judge checks (about one in six is sampled)."""
 
 
 class InfraError(Exception):
@@ -425,8 +423,9 @@ class Evaluation:
 
     def what_ran(self, config: Config) -> None:
         case = Case(self.task, self.ref, config, 0, self.device)
-        bench = Bench(self.candidate, Layout(self.task, config, case.inputs), self.device)
+        bench = None
         try:
+            bench = Bench(self.candidate, Layout(self.task, config, case.inputs), self.device)
             for dst, src in zip(bench.inputs, case.inputs, strict=True):
                 dst.copy_(src)
             self._sync()
@@ -439,7 +438,8 @@ class Evaluation:
             self._ended_on(config, exc)
             return
         finally:
-            bench.close()
+            if bench is not None:
+                bench.close()
         if self.job.profile_reps:
             self.kernels[config.name] = kernel_breakdown(prof)
         if self.job.integrity == "full":
@@ -604,8 +604,8 @@ class Evaluation:
 
     def _recheck(self, config: Config, fresh: Fresh, subject: Subject,
                  bench: Bench) -> tuple[list[IntegrityFinding], str | None]:
-        """The sampled timed calls against the reference on their own (fresh) inputs; the first also against
-        the float64 oracle. A wrong timed call that answers the previous call's inputs is stale_results;
+        """The kept timed calls (a uniform draw over the phase, Bound.keep) against the reference on their own
+        (fresh) inputs and the float64 oracle: a kernel exact only on some calls cannot tell which are kept. A wrong timed call that answers the previous call's inputs is stale_results;
         otherwise it is called again, checked, on the same inputs: wrong again, the kernel is merely wrong on
         that draw (the config fails, no cheat is claimed); right this time, the timed path computed something
         else (timed_recheck)."""
@@ -613,7 +613,7 @@ class Evaluation:
         params = params_of(self.task, config)
         found: list[IntegrityFinding] = []
         merely_wrong = None
-        for i, sample in enumerate(subject.bound.samples[:RECHECKS]):
+        for sample in subject.bound.samples:
             inputs = fresh.inputs(sample.call)
             refs = reference_outputs(self.ref, inputs, params)
             wrong = self._first_wrong(config, sample.outputs, refs)
@@ -634,7 +634,7 @@ class Evaluation:
                                      f"the fact) computed a wrong result where a checked call on the same inputs "
                                      f"was right: {wrong}"))
                 break
-            if i == 0 and self.job.integrity != "off":
+            if self.job.integrity != "off":
                 found += self._precision(inputs, params, sample.outputs, refs, names, config.name)
         subject.bound.samples.clear()
         return _unique(found), merely_wrong

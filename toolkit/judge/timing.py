@@ -53,7 +53,10 @@ GATE_EXTRA_US = GATE_US
 """More gate per further call of a window: the runner queues the whole window before `go` (a call that is
 slow to queue, several library ops from Python, must not put host latency into the judge's window)."""
 SAMPLE_EVERY = 6
-"""About one timed call in this many has its outputs checked (at least one per batch)."""
+"""About one timed call in this many has its outputs kept (at least one per batch)."""
+RECHECKS = 8
+"""How many kept timed calls of a config the judge checks: a uniform draw over the whole timing phase
+(Bound.keep), so a kernel cannot count the checks off and cheat once they are used up."""
 UNBLOCK = 0xFFFFFFFF
 
 
@@ -78,8 +81,23 @@ class Bound:
     window_us: list[float] = field(default_factory=list)
     """Per window, the sum of its calls' claims (what the judge's clock should see, less the handshake)."""
     samples: list[Sample] = field(default_factory=list)
+    """At most RECHECKS kept calls, each call of the phase's sampled ones equally likely to be here."""
+    offered: int = 0
+    """How many sampled calls the phase has had (the reservoir's count)."""
     flush_us: list[float] = field(default_factory=list)
     """GPU: the judge's own flush and gate before each call (longer when another context holds the GPU)."""
+
+
+    def keep(self, sample: Sample, rng: random.Random) -> None:
+        """Reservoir sampling (Algorithm R): after n offers every one of them is kept with probability
+        RECHECKS / n, and only RECHECKS copies of the outputs are held however long the phase runs."""
+        self.offered += 1
+        if len(self.samples) < RECHECKS:
+            self.samples.append(sample)
+        else:
+            slot = rng.randrange(self.offered)
+            if slot < RECHECKS:
+                self.samples[slot] = sample
 
 
 class Subject:
@@ -194,10 +212,11 @@ def _prepare(inputs: list[torch.Tensor], outputs: list[torch.Tensor], fresh: Fre
 
 
 def gpu_batch(subject: Subject, fresh: Fresh | None, params: dict, count: int, flush: Callable[..., None],
-              sample: set[int]) -> None:
+              sample: set[int]) -> list[Sample]:
     """Queue `count` gated windows on both sides (each `subject.per_go` calls, on sets of their own), collect
     both measures; on any failure release the judge's stream (it may be waiting on a done word that will
-    never come) before raising. `sample`: indices of calls (window * per_go + call) whose outputs to keep."""
+    never come) before raising. `sample`: indices of calls (window * per_go + call) whose outputs to keep;
+    returns those calls."""
     stream = torch.cuda.current_stream()
     go, done = subject.arena.word_address(GO_WORD), subject.arena.word_address(DONE_WORD)
     per_go = subject.per_go
@@ -245,14 +264,14 @@ def gpu_batch(subject: Subject, fresh: Fresh | None, params: dict, count: int, f
     subject.bound.window_us += windows
     subject.bound.judged_us += [a.elapsed_time(b) * 1e3 for _, a, b in events]
     subject.bound.flush_us += [f.elapsed_time(a) * 1e3 for f, a, _ in events]
-    subject.bound.samples += kept
+    return kept
 
 
-def cpu_batch(subject: Subject, fresh: Fresh | None, params: dict, count: int, sample: set[int]) -> None:
+def cpu_batch(subject: Subject, fresh: Fresh | None, params: dict, count: int, sample: set[int]) -> list[Sample]:
     """On the CPU the judge's measure of a call is the CPU time the runner's processes spent since the last
     call's reply: the windows cover the whole batch, so work done between calls (a thread that computes the
     next answer as soon as the judge writes the inputs, before it is asked) is charged to the next call."""
-    previous = None
+    previous, kept = None, []
     last = subject.link.cpu_seconds()
     for k in range(count):
         call = _prepare(subject.inputs, subject.outputs, fresh)
@@ -267,8 +286,9 @@ def cpu_batch(subject: Subject, fresh: Fresh | None, params: dict, count: int, s
         subject.bound.window_us.append(reply.us)
         subject.bound.judged_us.append(judged)
         if call and k in sample:
-            subject.bound.samples.append(Sample(call, [o.clone() for o in subject.outputs], previous))
+            kept.append(Sample(call, [o.clone() for o in subject.outputs], previous))
         previous = call
+    return kept
 
 
 def run_batch(subject: Subject, fresh: Fresh | None, params: dict, count: int, flush: Callable[..., None],
@@ -278,9 +298,11 @@ def run_batch(subject: Subject, fresh: Fresh | None, params: dict, count: int, f
     calls = count * subject.per_go if on_gpu else count
     sample = set(rng.sample(range(calls), max(1, calls // SAMPLE_EVERY))) if checked and fresh else set()
     if on_gpu:
-        gpu_batch(subject, fresh, params, count, flush, sample)
+        kept = gpu_batch(subject, fresh, params, count, flush, sample)
     else:
-        cpu_batch(subject, fresh, params, count, sample)
+        kept = cpu_batch(subject, fresh, params, count, sample)
+    for s in kept:
+        subject.bound.keep(s, rng)
 
 
 BOUND_GPU = (0.85, 3.0)

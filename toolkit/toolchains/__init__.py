@@ -6,6 +6,7 @@
       cuda.py       nvcc -> shared library; parses `-Xptxas -v` and nvcc's diagnostics; content-hash cache
       hip.py        hipcc on ROCm, else nvcc with our HIP-on-CUDA headers (toolkit/include); reuses cuda.py
       triton.py     parent side: a syntax check only; worker side: record_launches + compile_records
+      cute.py       CuTe DSL: Triton's syntax check; compile_configs compiles a module's kernels offline
 
 A build never runs candidate code. Triton is the exception by nature (importing the module runs it), so
 its full build (import, trace, compile) happens only in the evaluation worker: see triton.trace_build.
@@ -92,10 +93,11 @@ class Toolchain(Protocol):
 def _registry() -> dict[str, Toolchain]:
     # Imported here so this module's models are defined before the implementations import them.
     from .cuda import CudaToolchain
+    from .cute import CuteToolchain
     from .hip import HipToolchain
     from .triton import TritonToolchain
 
-    return {t.language: t for t in (CudaToolchain(), HipToolchain(), TritonToolchain())}
+    return {t.language: t for t in (CudaToolchain(), HipToolchain(), TritonToolchain(), CuteToolchain())}
 
 
 TOOLCHAINS: dict[str, Toolchain] = _registry()
