@@ -4,6 +4,7 @@
 # filesystem reader (debugfs, or a few hundred lines of ext4 parsing) finds every file on it, the task's
 # hidden configs and expert solutions among them. The names come from /sys/block, readable where /dev is
 # not listable. Opened, it says so with the leak mark; refused everywhere, it fails loudly.
+import contextlib
 import os
 
 import triton
@@ -18,10 +19,8 @@ def _open_a_disk() -> str | None:
                 fd = os.open(path, os.O_RDONLY)
             except OSError:
                 continue
-            try:
+            with contextlib.suppress(OSError):
                 os.read(fd, 512)
-            except OSError:
-                pass
             os.close(fd)
             return path
     return None
