@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -110,6 +111,38 @@ def test_cpu_accounting_keeps_the_time_of_processes_that_exited() -> None:
     finally:
         group.kill_all()
         group.remove()
+
+
+HOP_AND_COUNT = ("import ctypes, os, sys\npath = sys.argv[1]\nctypes.CDLL(None).prctl(36, 1, 0, 0, 0)\n"
+                 "if os.fork():\n while True: os.wait()\nwhile True:\n if os.fork() == 0:\n  os.setsid()\n"
+                 "  with open(path, 'a') as f: f.write('.')\n  continue\n os._exit(0)")
+"""Forks and dies in a loop, each child in a session of its own, each adding a byte to a file: at any moment
+the newest process is one nobody has signalled yet (the first process only reaps what dies)."""
+
+
+@pytest.mark.skipif(probe().cgroup_freezer is None, reason="cannot create freezer cgroups here")
+def test_a_frozen_cgroup_stops_a_process_that_keeps_forking_until_it_is_let_go(tmp_path: Path) -> None:
+    group = RunCgroup.create(probe(), memory_mb=None, max_processes=64, freezer=True)
+    assert group is not None
+    counter = tmp_path / "count"
+    try:
+        subprocess.Popen([*group.join_prefix(), sys.executable, "-c", HOP_AND_COUNT, str(counter)])
+        deadline = time.monotonic() + 20
+        while not counter.exists() or counter.stat().st_size < 20:
+            assert time.monotonic() < deadline, "the hopping process never ran"
+            time.sleep(0.05)
+        assert group.freeze(True)
+        frozen_at = counter.stat().st_size
+        time.sleep(0.5)
+        assert counter.stat().st_size == frozen_at
+        assert group.freeze(False)
+        time.sleep(0.5)
+        assert counter.stat().st_size > frozen_at
+    finally:
+        group.freeze(True)  # stop the hopping before killing it, or a new child may slip out of the kill
+        group.kill_all()
+        group.remove()
+    assert all(not d.exists() for d in group.dirs)
 
 
 def test_without_a_cgroup_the_runner_counts_the_children_it_reaped() -> None:

@@ -118,7 +118,8 @@ def clean_leftovers(temp: Path | None = None, cgroup_parents: list[Path] | None 
         from .sandbox import probe
 
         caps = probe()
-        cgroup_parents = [Path(p) for p in dict.fromkeys((caps.cgroup_memory, caps.cgroup_pids)) if p]
+        cgroup_parents = [Path(p) for p in dict.fromkeys((caps.cgroup_memory, caps.cgroup_pids, caps.cgroup_cpu,
+                                                          caps.cgroup_freezer)) if p]
     done = Leftovers()
     in_use = working_dirs()
     for folder in sorted(temp.iterdir()):

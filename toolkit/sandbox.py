@@ -72,6 +72,9 @@ class SandboxCaps(BaseModel):
     cgroup_cpu: str | None = None
     """Parent directory for per-run CPU accounting (v1 cpuacct; v2 the unified group's cpu.stat): CPU time
     that stays counted when the process that spent it has exited."""
+    cgroup_freezer: str | None = None
+    """Parent directory for per-run freezers (v1 freezer; v2 the unified group's cgroup.freeze): every
+    process of a run stopped at once, those it forks while being stopped too (signals miss those)."""
 
 
 def _runs(cmd: list[str]) -> bool:
@@ -109,10 +112,10 @@ def probe() -> SandboxCaps:
     setpriv = shutil.which("setpriv") if is_root else None
     if setpriv and not _runs([setpriv, *SETPRIV_FLAGS, "true"]):
         setpriv = None
-    version, memory, pids, cpu = _probe_cgroups()
+    version, memory, pids, cpu, freezer = _probe_cgroups()
     return SandboxCaps(is_root=is_root, unshare=unshare, netns=netns, pidns=pidns, ipcns=ipcns, setpriv=setpriv,
                        landlock_abi=landlock_abi(), cgroup_version=version, cgroup_memory=memory,
-                       cgroup_pids=pids, cgroup_cpu=cpu)
+                       cgroup_pids=pids, cgroup_cpu=cpu, cgroup_freezer=freezer)
 
 
 # ---------------------------------------------------------------------------------------------- cgroups
@@ -151,8 +154,8 @@ def _candidate_parents(mount: Path, own: str | None) -> list[Path]:
     return [*out, mount]
 
 
-def _probe_cgroups() -> tuple[Literal[1, 2] | None, str | None, str | None, str | None]:
-    """(version, memory parent, pids parent, CPU accounting parent)."""
+def _probe_cgroups() -> tuple[Literal[1, 2] | None, str | None, str | None, str | None, str | None]:
+    """(version, memory parent, pids parent, CPU accounting parent, freezer parent)."""
     own = _own_cgroup_paths()
     root = Path("/sys/fs/cgroup")
 
@@ -166,15 +169,18 @@ def _probe_cgroups() -> tuple[Literal[1, 2] | None, str | None, str | None, str 
     v1_memory = v1_parent("memory", ("memory",), "memory.limit_in_bytes")
     v1_pids = v1_parent("pids", ("pids",), "pids.max")
     if v1_memory or v1_pids:
-        return 1, v1_memory, v1_pids, v1_parent("cpuacct", ("cpuacct", "cpu,cpuacct"), "cpuacct.usage")
+        return (1, v1_memory, v1_pids, v1_parent("cpuacct", ("cpuacct", "cpu,cpuacct"), "cpuacct.usage"),
+                v1_parent("freezer", ("freezer",), "freezer.state"))
     if (root / "cgroup.controllers").exists():
         for parent in _candidate_parents(root, own.get("")):
             memory = parent.is_dir() and _try_make_child(parent, "memory.max")
             pids = parent.is_dir() and _try_make_child(parent, "pids.max")
             cpu = parent.is_dir() and _try_make_child(parent, "cpu.stat")  # core stats: no controller needed
+            freezer = parent.is_dir() and _try_make_child(parent, "cgroup.freeze")
             if memory or pids:
-                return 2, str(parent) if memory else None, str(parent) if pids else None, str(parent) if cpu else None
-    return None, None, None, None
+                return (2, str(parent) if memory else None, str(parent) if pids else None,
+                        str(parent) if cpu else None, str(parent) if freezer else None)
+    return None, None, None, None, None
 
 
 class RunCgroup:
@@ -185,16 +191,17 @@ class RunCgroup:
         self.memory_dir = Path(caps.cgroup_memory) / name if caps.cgroup_memory else None
         self.pids_dir = Path(caps.cgroup_pids) / name if caps.cgroup_pids else None
         self.cpu_dir = Path(caps.cgroup_cpu) / name if caps.cgroup_cpu else None
+        self.freezer_dir = Path(caps.cgroup_freezer) / name if caps.cgroup_freezer else None
 
     @property
     def dirs(self) -> list[Path]:
-        return list(dict.fromkeys(d for d in (self.memory_dir, self.pids_dir, self.cpu_dir) if d))
+        return list(dict.fromkeys(d for d in (self.memory_dir, self.pids_dir, self.cpu_dir, self.freezer_dir) if d))
 
     @classmethod
     def create(cls, caps: SandboxCaps, *, memory_mb: int | None, max_processes: int | None,
-               cpu_accounting: bool = False) -> RunCgroup | None:
-        """Make the cgroup(s) with the asked limits (and CPU accounting, when asked); None when cgroups are
-        unavailable or nothing was asked for."""
+               cpu_accounting: bool = False, freezer: bool = False) -> RunCgroup | None:
+        """Make the cgroup(s) with the asked limits (and CPU accounting, and a freezer, when asked); None
+        when cgroups are unavailable or nothing was asked for."""
         if caps.cgroup_version is None:
             return None
         group = cls(caps, f"crucible-{os.getpid()}-{uuid.uuid4().hex[:12]}")
@@ -204,6 +211,8 @@ class RunCgroup:
             group.pids_dir = None
         if not cpu_accounting:
             group.cpu_dir = None
+        if not freezer:
+            group.freezer_dir = None
         if not group.dirs:
             return None
         try:
@@ -251,6 +260,30 @@ class RunCgroup:
             return None
         return None
 
+    def freeze(self, frozen: bool, wait_s: float = 1.0) -> bool:
+        """Stop (or let go) every process of the run at once, those it forks meanwhile too; True once the
+        kernel says all are stopped (or all let go). False without a freezer, or when it would not settle."""
+        if self.freezer_dir is None:
+            return False
+        v1 = self.version == 1
+        try:
+            (self.freezer_dir / ("freezer.state" if v1 else "cgroup.freeze")).write_text(
+                ("FROZEN" if frozen else "THAWED") if v1 else ("1" if frozen else "0"))
+        except OSError:
+            return False
+        deadline = time.monotonic() + wait_s
+        while True:
+            with contextlib.suppress(OSError):
+                if v1:
+                    state = (self.freezer_dir / "freezer.state").read_text().strip()
+                    if state == ("FROZEN" if frozen else "THAWED"):
+                        return True
+                elif f"frozen {int(frozen)}" in (self.freezer_dir / "cgroup.events").read_text().splitlines():
+                    return True
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.001)
+
     def pids(self) -> list[int]:
         """Every process in the cgroup(s) now."""
         found: set[int] = set()
@@ -276,6 +309,7 @@ class RunCgroup:
 
     def kill_all(self) -> None:
         """SIGKILL every process left in the cgroup (those that escaped the process group too)."""
+        self.freeze(False, wait_s=0)  # a v1 freezer holds a SIGKILL back until its processes are let go
         for d in self.dirs:
             if (d / "cgroup.kill").exists():
                 try:

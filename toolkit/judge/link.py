@@ -105,7 +105,8 @@ class RunnerLink:
         (scratch / "triton").mkdir()
         caps = probe()
         cgroup = RunCgroup.create(caps, memory_mb=None if backend == "cpu" else limits.memory_mb,
-                                  max_processes=limits.max_processes, cpu_accounting=backend == "cpu")
+                                  max_processes=limits.max_processes, cpu_accounting=backend == "cpu",
+                                  freezer=True)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         env = _child_env(backend, gpu, scratch, {"TRITON_CACHE_DIR": str(scratch / "triton"),  # private
                                                  "CRUCIBLE_RUNNER_DEVICE": "cuda" if backend == "cuda" else "cpu",
@@ -286,10 +287,16 @@ class RunnerLink:
         return total
 
     def suspend(self) -> None:
-        """Stop every process of the runner (while another runner is timed: no CPU hog between calls)."""
+        """Stop every process of the runner (while another runner is timed: no CPU hog between calls): its
+        cgroup frozen where there is a freezer (a process that keeps forking escapes signals sent one pid
+        at a time: its newest child is always not yet signalled), and every process sent SIGSTOP."""
+        if self.cgroup:
+            self.cgroup.freeze(True)
         self._signal_all(signal.SIGSTOP)
 
     def resume(self) -> None:
+        if self.cgroup:
+            self.cgroup.freeze(False)
         self._signal_all(signal.SIGCONT)
 
     def output(self) -> str:
