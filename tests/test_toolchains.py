@@ -91,6 +91,24 @@ def test_cuda_rebuild_of_unchanged_source_is_cached_and_an_edited_header_is_not(
 
 
 @needs_nvcc
+def test_a_file_the_source_includes_changes_the_cache_key_whatever_its_name(tmp_path):
+    # A key over some suffixes only handed one snapshot another's library: `#include "body.inc"` (or .c, or
+    # no suffix at all) with different contents got the first build back.
+    src = shutil.copytree(KERNELS / "cuda_good", tmp_path / "src")
+    kernel = src / "kernel.cu"
+    kernel.write_text(kernel.read_text().replace('#include "common.cuh"', '#include "common.cuh"\n#include "marker"'))
+    toolchain = CudaToolchain(cache_dir=tmp_path / "cache")
+    builds = []
+    for marker in ("first", "second"):
+        (src / "marker").write_text(f'extern "C" const char crucible_marker_{marker}[] = "{marker}";\n')
+        builds.append(toolchain.build(src, "kernel.cu", SM90, tmp_path / "out"))
+    first, second = builds
+    assert first.ok and second.ok, second.log
+    assert not second.cached and second.artifact != first.artifact
+    assert b"crucible_marker_second" in Path(second.artifact).read_bytes()  # type: ignore[arg-type]
+
+
+@needs_nvcc
 def test_compile_errors_are_cached_too(tmp_path):
     first = CudaToolchain().build(KERNELS / "cuda_error", "kernel.cu", SM90, tmp_path)
     again = CudaToolchain().build(KERNELS / "cuda_error", "kernel.cu", SM90, tmp_path)

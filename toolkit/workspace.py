@@ -23,7 +23,8 @@ from pydantic import BaseModel, ConfigDict
 
 from .task import Task
 
-SOURCE_SUFFIXES = {".py", ".cu", ".cuh", ".h", ".hpp", ".hip", ".c", ".cc", ".cpp", ".inc"}
+SOURCE_SUFFIXES = {".py", ".cu", ".cuh", ".h", ".hpp", ".hip", ".c", ".cc", ".cpp", ".inc", ".inl"}
+"""The files a snapshot takes (and the tripwires scan); a build's cache key covers whatever it holds."""
 MAX_SNAPSHOT_FILES = 200
 MAX_SNAPSHOT_BYTES = 4 * 1024 * 1024
 SKIP_DIRS = {"__pycache__", ".git", ".cursor", ".codex", ".claude", "node_modules", ".venv"}

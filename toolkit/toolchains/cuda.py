@@ -39,12 +39,11 @@ from pathlib import Path
 from ..sandbox_exec import LAUNCH_FAILED, MARK, landlock_abi
 from . import BuildResult, BuildTarget, Diagnostic, KernelResources
 
-SOURCE_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".hip", ".cpp", ".inl")
-"""Files whose content enters the cache key (anything a candidate may #include)."""
 LOG_LIMIT = 20_000
 DEFAULT_TIMEOUT_S = 300.0
 # Bump when the flags, the parsing or result.json's meaning change, so old cache entries are not reused.
-CACHE_VERSION = "2"  # 2: the compiler runs sandboxed (entries of 1 may hold files .incbin'd from outside)
+CACHE_VERSION = "3"  # 2: the compiler runs sandboxed (entries of 1 may hold files .incbin'd from outside);
+# 3: every file of the source folder is in the key (2 left out .inc, .c, .cc: another snapshot's library came back)
 BUILD_FILE_LIMIT_BYTES = 256 << 20
 """The most any file a compiler writes may hold (RLIMIT_FSIZE): the library, its objects, its temporaries."""
 
@@ -69,11 +68,20 @@ def compiler_version(exe: str) -> str:
     return (proc.stdout + proc.stderr).strip()
 
 
-def source_digest(source_dir: Path, suffixes: Sequence[str] = SOURCE_SUFFIXES) -> str:
+def source_digest(source_dir: Path) -> str:
+    """Every file of the source folder, whatever its name: the compiler reads whatever the source
+    #includes (.inc, .c, a file with no suffix), so a key of some suffixes only would hand one snapshot
+    another's library."""
     h = hashlib.sha256()
-    for path in sorted(p for p in source_dir.rglob("*") if p.is_file() and p.suffix in suffixes):
+    files = sorted(Path(root, name) for root, _, names in os.walk(source_dir) for name in names
+                   if "__pycache__" not in Path(root).parts)  # the task folder's, as its reference is imported
+    for path in files:
         rel = path.relative_to(source_dir).as_posix()
-        h.update(rel.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+        try:
+            content = hashlib.sha256(path.read_bytes()).digest()
+        except OSError:  # a dangling link or a special file: what the compiler would see is its name
+            content = os.fsencode(os.readlink(path)) if path.is_symlink() else b"\0unreadable"
+        h.update(rel.encode() + b"\0" + content)
     return h.hexdigest()
 
 
