@@ -9,6 +9,7 @@ from pathlib import Path
 
 from crucible.toolkit.evaluation import Backend, build_target
 from crucible.toolkit.task import DEFAULT_TOLERANCE, Task
+from crucible.toolkit.toolchains import get_toolchain
 
 from .models import Argument, ConfigInfo, DeviceView, LimitsInfo, MetricsInfo, TaskInfo, ToleranceInfo
 from .session import ToolLimits
@@ -28,7 +29,7 @@ def signature_text(task: Task) -> tuple[str, str]:
     """(signature, calling convention) in the candidate's language."""
     spec = task.spec
     sig = spec.signature
-    if spec.language == "triton":
+    if get_toolchain(spec.language).loader == "python_module":  # Triton, CuTe DSL
         names = [t.name for t in sig.inputs + sig.outputs]
         params = [p.name for p in sig.params]
         text = f"def {spec.entry}({', '.join(names)}" + (f", *, {', '.join(params)}" if params else "") + ")"

@@ -32,9 +32,10 @@ import re
 from .results import IntegrityFinding
 
 LIBRARY_KERNEL = re.compile(
-    r"at::|at_cuda_detail|pytorch_flash|fmha_|cutlass|cublas|cudnn|xmma|nvjet|gemv2|gemmk1|gemmSN|"
+    r"at::|at_cuda_detail|pytorch_flash|fmha_|(?<!^kernel_)cutlass|cublas|cudnn|xmma|nvjet|gemv2|gemmk1|gemmSN|"
     r"splitKreduce|\bcub::|Memcpy|Memset|^triton_(poi|red|per|tem)_", re.I)
-"""Kernels of PyTorch (eager and torch.compile's inductor), cuBLAS, cuDNN, CUTLASS and CUB, and copies."""
+"""Kernels of PyTorch (eager and torch.compile's inductor), cuBLAS, cuDNN, CUTLASS and CUB, and copies. Not
+the CuTe DSL's: it names a candidate's own kernels `kernel_cutlass_<function>_...` (toolchains/cute.py)."""
 
 
 def finding(defence: str, config: str, evidence: str) -> IntegrityFinding:
