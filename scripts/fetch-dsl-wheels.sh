@@ -13,6 +13,7 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 -
   --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64 \
   --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .dsl/wheels \
   nvidia-cutlass-dsl==4.8.1 nvidia-cutlass-dsl-libs-base==4.8.1 nvidia-cutlass-dsl-libs-cu13==4.8.1 \
+  "cuda-bindings>=13.0,<14" "cuda-pathfinder>=1.4.2" \
   tilelang==0.1.15 "apache-tvm-ffi>=0.1.11,<0.1.13" "z3-solver>=4.13.0,<4.15.5" torch-c-dlpack-ext \
   cuda-tile==1.7.0
 (cd .dsl/wheels && for w in *.whl; do split -b 28M -d -a 2 "$w" "$w.piece-" && rm "$w"; done)
@@ -23,7 +24,7 @@ import shutil
 from pathlib import Path
 
 wheels = Path(".dsl/wheels")
-languages = {"cute": ("nvidia_cutlass", "cuda_tile"), "tilelang": ("tilelang", "apache_tvm", "z3_solver", "torch_c")}
+languages = {"cute": ("nvidia_cutlass", "cuda_tile", "cuda_bindings", "cuda_pathfinder"), "tilelang": ("tilelang", "apache_tvm", "z3_solver", "torch_c")}
 for lang, prefixes in languages.items():
     pieces = sorted((p for p in wheels.iterdir() if p.name.startswith(prefixes)), key=lambda p: -p.stat().st_size)
     parts: list[list[Path]] = []

@@ -21,6 +21,9 @@
 #   scale     the placement, Ray and worker GPU tests, and the reward service's verdicts per minute
 #   final     final scoring of every expert solution: verdicts, false alarms, time against before
 #             (benchmarks/final_scoring.py; TASKS=... for a part; figures merge across calls)
+#   cute      the torch2cute tasks: the CuTe DSL put together from the parts under .dsl/cute-* (carried in
+#             earlier calls: scripts/fetch-dsl-wheels.sh), then crucible tasks validate on them
+#             -> benchmarks/results/validation-cute.md (with the DSL's parts present, every step sees it)
 #   run       crucible run --no-sandbox --suite core (the scripted expert plan), and its report; the run
 #             folder comes back as $OUT/gpu-run.tgz, and RESUME=1 resumes it when carried as crucible-runs/gpu
 # Each step runs under `timeout $STEP_TIMEOUT` (default 540 s). Logs and figures land in benchmarks/results/
@@ -39,6 +42,22 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 mkdir -p "$site/crucible"
 for pkg in toolkit server harness; do ln -sfn "$repo/$pkg" "$site/crucible/$pkg"; done
 export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+# The CuTe DSL, when its parts were carried: into a folder named site-packages (runners may read those,
+# toolkit/sandbox.py runner_readable); its .pth file is not read from PYTHONPATH, so its packages folder is
+# put there by hand.
+dsl=/tmp/crucible-dsl/site-packages
+if compgen -G ".dsl/cute-*/*.piece-00" > /dev/null && [[ ! -d $dsl/nvidia_cutlass_dsl ]]; then
+  mkdir -p /tmp/crucible-dsl/wheels "$dsl"
+  for piece in .dsl/cute-*/*.piece-00; do
+    wheel=$(basename "${piece%.piece-00}")
+    [[ $wheel == cuda_tile-* ]] && continue
+    for f in .dsl/cute-*/"$wheel".piece-*; do echo "${f##*.piece-} $f"; done | sort -n | cut -d' ' -f2 | xargs cat \
+      > "/tmp/crucible-dsl/wheels/$wheel"
+  done
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$dsl" /tmp/crucible-dsl/wheels/*.whl \
+    || echo "installing the CuTe DSL from .dsl failed: the torch2cute tasks cannot run"
+fi
+[[ -d $dsl/nvidia_cutlass_dsl ]] && export PYTHONPATH="$dsl:$dsl/nvidia_cutlass_dsl/dsl_packages:$PYTHONPATH"
 export CRUCIBLE_CACHE=${CRUCIBLE_CACHE:-/tmp/crucible-cache}
 python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__, "gpu", torch.cuda.get_device_name(0))'
 limit=${STEP_TIMEOUT:-540}
@@ -61,6 +80,17 @@ for s in ${steps//,/ }; do
       # shellcheck disable=SC2086
       step validate python3 -m crucible.harness.cli tasks validate ${TASKS:-} --jobs "${JOBS:-3}" \
         --table benchmarks/results/validation.md ;;
+    cute)  # the torch2cute tasks; needs the DSL (above): say so rather than fail every task for it
+      # shellcheck disable=SC2086
+      if python3 -c 'import cutlass.cute, cuda.bindings.driver' 2>"$logs/cute-import.log"; then
+        python3 -c 'import cutlass; print("cutlass-dsl", cutlass.__version__)' || true
+        step validate-cute python3 -m crucible.harness.cli tasks validate ${TASKS:-torch2cute/rmsnorm \
+          torch2cute/silu_and_mul torch2cute/fused_add_rmsnorm torch2cute/rope} --jobs 1 \
+          --table benchmarks/results/validation-cute.md
+      else
+        echo "the CuTe DSL does not import (carry .dsl/cute-1, .dsl/cute-2 and .dsl/cute-3 first):"
+        cat "$logs/cute-import.log"; rc=1
+      fi ;;
     calibrate)  # measured ceilings replace the built-in table for every later step on this machine
       step calibrate python3 -m crucible.harness.cli calibrate --json ;;
     tests)
@@ -111,7 +141,7 @@ for s in ${steps//,/ }; do
       crucible report "$run_dir" --json > benchmarks/results/scripted_run_report.json 2>>"$logs/run.log"
       crucible report "$run_dir" > benchmarks/results/scripted_run_report.txt 2>>"$logs/run.log"
       [[ -n ${OUT:-} ]] && tar czf "$OUT/gpu-run.tgz" "$run_dir" ;;
-    *) echo "unknown step $s (validate, calibrate, tests, judge, redteam, scale, final, integrity, profiler, mcp, run)"; rc=2 ;;
+    *) echo "unknown step $s (validate, cute, calibrate, tests, judge, redteam, scale, final, integrity, profiler, mcp, run)"; rc=2 ;;
   esac
 done
 [[ -n ${OUT:-} ]] && tar czf "$OUT/gpu-results.tgz" benchmarks/results
