@@ -3,8 +3,8 @@
 Per task: it loads; the reference is deterministic and not degenerate; Triton baselines and expert solutions
 are correct on every config the interpreter can run (visible and hidden); CUDA/HIP baselines and solutions
 (and CuTe DSL ones, where the DSL is installed) compile for sm_90 with their resources reported; a torch2X
-stub is not a solution. New tasks are picked up by discovery; a task that fails here is its author's to fix. Speed is checked on a GPU (`-m gpu`, or
-`crucible tasks validate` on the H200), never here.
+stub is not a solution. New tasks are picked up by discovery; a task that fails here is its author's to fix.
+Speed is checked on a GPU (`-m gpu`, or `crucible tasks validate` on the H200), never here.
 """
 
 from __future__ import annotations
