@@ -19,5 +19,6 @@ ls -la /tmp/dsl-wheels
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" /tmp/dsl-wheels/*.whl \
   || { echo "installing the $lang wheels failed"; exit 0; }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-PYTHONPATH=$site python3 scripts/dsl_probe.py "$lang"
+# A .pth file is not read from PYTHONPATH: the CuTe DSL's own packages folder goes there by hand.
+PYTHONPATH=$site:$site/nvidia_cutlass_dsl/dsl_packages python3 scripts/dsl_probe.py "$lang"
 exit 0
