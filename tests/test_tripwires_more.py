@@ -136,3 +136,44 @@ def test_python_api_has_a_reason_and_look_alikes_do_not_trip_it() -> None:
     assert "python_api" in REASONS
     source = '// PyRun_SimpleString in a comment\nconst char* s = "see Py_Initialize";\nint PyTorchLike = 1;\n'
     assert scan_cpp(source, "kernel.cu") == []
+
+
+# --- blinding the scanner ----------------------------------------------------------------------------
+
+
+def test_exploit_an_expression_too_deep_for_the_scanner_trips_unscannable_instead_of_hiding_the_file() -> None:
+    # CPython compiles (and runs) a sum of hundreds of terms that the scanner's tree walk cannot follow; the
+    # scan that gave up used to report nothing for the file, or raise out of final scoring (infra_error).
+    source = "import torch\nX = " + " + ".join(["1"] * 1500) + "\ndef f(a):\n    return torch.softmax(a, -1)\n"
+    compile(source, "k.py", "exec")  # it runs
+    assert {t.kind for t in scan_python(source, "k.py")} == {"unscannable"}
+    assert "unscannable" in REASONS
+
+
+@pytest.mark.parametrize("source", [
+    "int a = 1'000; cudaStream_t s; cudaStreamCreate(&s); int b = 2'0;",
+    "long n = 0x1'ff'3; cudaStreamCreate(&s); long m = 4'0;",
+])
+def test_exploit_cpp14_digit_separators_hide_no_code_between_them(source: str) -> None:
+    # A quote taken for a character literal blanked everything up to the next quote on the line.
+    assert "side_stream" in {t.kind for t in scan_cpp(source, "k.cu")}
+
+
+@pytest.mark.parametrize("source", ["char c = 'x';", "char c = L'a';", "char c = u8'a';", 'const char* s = "it\'s";'])
+def test_character_literals_still_hide_their_contents(source: str) -> None:
+    assert scan_cpp(source + ' int x = 0; // fopen(\n char d = \'(\';', "k.cu") == []
+
+
+def test_final_scorings_scan_runs_apart_and_a_scan_past_its_time_is_a_flag_not_a_failure(
+        tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pathlib import Path
+
+    from crucible.toolkit import tripwires
+    from crucible.toolkit.task import find_task
+
+    task = find_task("cuda2cuda/rmsnorm")
+    (tmp_path / "kernel.cu").write_text('#include <fstream>\nextern "C" int rmsnorm() { return 0; }\n')
+    assert any(f.startswith("tripwire:file_access kernel.cu:1") for f in tripwires.flags(task, tmp_path))
+    monkeypatch.setattr(tripwires, "SCAN_TIMEOUT_S", 0.01)  # no interpreter starts that fast
+    (flag,) = tripwires.flags(task, Path(tmp_path))
+    assert flag.startswith("tripwire:unscannable") and "ran past its 0.01 s" in flag

@@ -30,26 +30,33 @@ Kinds (docs/evaluation-rules.md, "Cheats"):
                         immediately called lambda (C++)
     python_api          Python's C API (Python.h, PyRun_*, PyGILState_*, Py_Initialize, ...) in a kernel
                         library: Python run inside the runner, e.g. from a static initializer (C++)
+    unscannable         a file the scanner cannot read to its end: nesting deeper than it follows, or a scan
+                        past its time (final scoring scans in a process of its own, under SCAN_TIMEOUT_S)
 """
 
 from __future__ import annotations
 
 import ast
+import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from .parsing import parse
-from .task import Task
+from .task import Task, load_task
 from .workspace import SOURCE_SUFFIXES, visible_files
 
 TripwireKind = Literal[
     "reference_fallback", "tensor_subclass", "monkeypatch", "introspection", "concurrency", "process_control",
-    "file_access", "identity_cache", "library_call", "side_stream", "timer_tampering", "python_api"]
+    "file_access", "identity_cache", "library_call", "side_stream", "timer_tampering", "python_api", "unscannable"]
 
 REASONS: dict[str, str] = {
+    "unscannable": "a file the scanner could not read to its end (nesting deeper than honest code has, or a "
+                   "scan past its time) hides whatever it holds from every other tripwire",
     "reference_fallback": "an exception handler that computes with PyTorch can hide a failing kernel behind "
                           "the reference",
     "tensor_subclass": "outputs must be plain tensors; subclasses and dispatch hooks can fake values or "
@@ -102,8 +109,28 @@ def scan(task: Task, root: Path) -> list[Tripwire]:
     return found
 
 
+SCAN_TIMEOUT_S = 60.0
+"""Final scoring's scan runs in a process of its own under this limit (honest sources take milliseconds)."""
+
+
 def flags(task: Task, root: Path) -> list[str]:
-    return [t.flag() for t in scan(task, root)]
+    """scan()'s flags, from a process of its own with a time limit: a source made to crash the scanner or
+    to make it slow costs the scan (an `unscannable` flag), never final scoring (an infra_error, or a hang)."""
+    command = [sys.executable, "-m", "crucible.toolkit.tripwires", str(task.root), str(root)]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=SCAN_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired:
+        return [_unscannable(".", f"the scan ran past its {SCAN_TIMEOUT_S:g} s").flag()]
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return [_unscannable(".", f"the scan failed: {last[:200]}").flag()]
+    return [str(f) for f in json.loads(done.stdout)]
+
+
+def main(argv: list[str]) -> None:
+    """`python -m crucible.toolkit.tripwires TASK_ROOT SOURCE_ROOT`: the flags as a JSON list (see flags)."""
+    task_root, root = argv
+    print(json.dumps([t.flag() for t in scan(load_task(Path(task_root)), Path(root))]))
 
 
 # ---------------------------------------------------------------- Python
@@ -424,13 +451,22 @@ def scan_python(text: str, file: str, *, kernel_task: bool = True) -> list[Tripw
         tree = parse(text, filename=file)
     except SyntaxError:
         return []  # the build reports it; a file that does not parse cannot run
+    except (RecursionError, MemoryError, ValueError) as exc:  # Python compiles deeper nesting than ast builds
+        return [_unscannable(file, f"{type(exc).__name__} while parsing")]
     v = _PyScan(file, text.splitlines(), kernel_task)
-    v.visit(tree)
-    # Again, knowing every import and every variable that holds a module or a class: a function may patch
-    # through a name bound further down the file.
-    v.found = []
-    v.visit(tree)
+    try:
+        v.visit(tree)
+        # Again, knowing every import and every variable that holds a module or a class: a function may
+        # patch through a name bound further down the file.
+        v.found = []
+        v.visit(tree)
+    except RecursionError:  # an expression of hundreds of terms: it runs, and would blind a scan that gave up
+        return [_unscannable(file, "nesting deeper than the scanner follows")]
     return _dedupe(v.found)
+
+
+def _unscannable(file: str, why: str) -> Tripwire:
+    return Tripwire(kind="unscannable", file=file, line=1, evidence=why)
 
 
 # ---------------------------------------------------------------- CUDA / HIP
@@ -481,6 +517,9 @@ def _strip_cpp(text: str) -> str:
             j = n if j < 0 else j + 2
             out.append("".join(ch if ch == "\n" else " " for ch in text[i:j]))
             i = j
+        elif c == "'" and _digit_separator(text, i):
+            out.append(c)  # 1'000'000 opens no character literal: taken for one, it would hide the line
+            i += 1
         elif c in "\"'":
             j = i + 1
             while j < n and text[j] != c and text[j] != "\n":
@@ -491,6 +530,17 @@ def _strip_cpp(text: str) -> str:
             out.append(c)
             i += 1
     return "".join(out)
+
+
+def _digit_separator(text: str, i: int) -> bool:
+    """Whether the quote at `i` is C++14's digit separator: inside a number (its token starts with a digit),
+    before a digit or letter; u8'a' and L'a' are character literals."""
+    if i + 1 >= len(text) or not text[i + 1].isalnum():
+        return False
+    k = i
+    while k > 0 and (text[k - 1].isalnum() or text[k - 1] in "_.'"):
+        k -= 1
+    return k < i and text[k].isdigit()
 
 
 def _top_level_commas(s: str) -> int:
@@ -535,21 +585,21 @@ _TRANSPARENT = re.compile(r"(\bnamespace\b[^{};]*|\bextern\s*\"\s*\"\s*)$")
 _CLASS = re.compile(r"\b(?:struct|class)\s+(\w+)\s*(?:final\s*)?(?::[^{};]*)?\{")
 _DECLARATOR = re.compile(r"\s*[*&]?\s*\w+\s*(?:\[[^\]]*\]\s*)?[;={(]")
 _IIFE = re.compile(r"=\s*\[[^\]]*\]\s*(?:\([^)]*\)\s*)?(?:mutable\s*)?(?:noexcept\s*)?(?:->[^{;=]*)?\{\s*\}\s*\(")
-_FUNCTION = re.compile(r"(\w+)\s*\([^;{}()]*\)\s*(?:const\s*)?(?:noexcept\s*)?\{")
+_FUNCTION = re.compile(r"\b(\w+)\s*\([^;{}()]*\)\s*(?:const\s*)?(?:noexcept\s*)?\{")
 _NOT_A_DEFINITION = {"return", "typedef", "using", "friend", "extern", "constexpr", "operator", "new", "delete",
                      "__device__", "__constant__", "__shared__", "__managed__"}  # device globals: no dynamic init
 
 
-def _matching_brace(code: str, open_at: int) -> int:
-    depth = 0
-    for i in range(open_at, len(code)):
-        if code[i] == "{":
-            depth += 1
-        elif code[i] == "}":
-            depth -= 1
-            if depth == 0:
-                return i
-    return len(code)
+def _brace_pairs(code: str) -> dict[int, int]:
+    """Every `{` that closes, to its `}`: one pass (a file of thousands of unclosed braces, which the
+    compiler may never see behind an #if 0, must not cost a pass per brace)."""
+    pairs, stack = {}, []
+    for i, c in enumerate(code):
+        if c == "{":
+            stack.append(i)
+        elif c == "}" and stack:
+            pairs[stack.pop()] = i
+    return pairs
 
 
 def _namespace_scope(code: str) -> str:
@@ -583,11 +633,14 @@ def _load_time_code(code: str) -> list[int]:
     scope = _namespace_scope(code)  # a position is at namespace scope where `scope` kept its character
     found: list[int] = []
     with_constructor: set[str] = set()
+    pairs = _brace_pairs(code)
     for m in _CLASS.finditer(code):
         name, open_at = m.group(1), m.end() - 1
-        close = _matching_brace(code, open_at)
+        close = pairs.get(open_at)
+        if close is None:
+            continue  # never closed: not a class the compiler builds
         body = _namespace_scope_of_body(code[open_at + 1:close])
-        if not re.search(rf"(?<![\w.>])~?\s*{name}\s*\(", body):
+        if not re.search(rf"(?<![\w.>])(?:~\s*)?\b{name}\s*\(", body):
             continue
         with_constructor.add(name)
         if scope[m.start()] != " " and _DECLARATOR.match(code, close + 1):  # struct T {...} t;
@@ -644,3 +697,7 @@ def _dedupe(found: list[Tripwire]) -> list[Tripwire]:
 def shorten(text: str, limit: int = 120) -> str:
     """At most `limit` characters, an ellipsis marking a cut."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
