@@ -30,7 +30,9 @@ def by_name(kernels: list) -> dict:
 
 
 def test_each_language_has_one_registered_toolchain():
-    assert set(TOOLCHAINS) == {"cuda", "hip", "triton"}
+    from crucible.toolkit.task import SOURCE_SUFFIX
+
+    assert set(TOOLCHAINS) == {"cuda", "hip", "triton", "cute"} == set(SOURCE_SUFFIX)
     assert all(get_toolchain(lang).language == lang for lang in TOOLCHAINS)
     with pytest.raises(ValueError, match="no toolchain for language 'fortran'"):
         get_toolchain("fortran")
@@ -340,3 +342,32 @@ def test_trace_build_compiles_kernels_that_use_triton_languages_own_jit_function
     (kernel,) = result["kernels"]
     assert kernel["name"].startswith("softmax_kernel(*fp32, *fp32, i32, BLOCK=128)")
     assert kernel["registers"] > 0
+
+
+BUILD_WITH_A_MEMORY_LIMIT = """
+import resource, sys
+from pathlib import Path
+from crucible.toolkit.toolchains import BuildTarget
+from crucible.toolkit.toolchains import cuda
+cuda.BUILD_MEMORY_LIMIT_BYTES = int(sys.argv[3])
+result = cuda.CudaToolchain(cache_dir=Path(sys.argv[2])).build(Path(sys.argv[1]), "kernel.cu",
+                                                              BuildTarget(backend="cpu", arch="sm_90"), Path(sys.argv[2]))
+print(result.ok, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss >> 10)
+"""
+
+
+@needs_nvcc
+def test_a_compiler_process_cannot_hold_more_memory_than_its_limit(tmp_path):
+    # An assembler told to .incbin a large file many times holds every copy: gigabytes on the host of the
+    # judges, before the file-size limit stops its output.
+    src = tmp_path / "src"
+    src.mkdir()
+    with open(src / "big.bin", "wb") as f:
+        f.truncate(400 << 20)  # sparse: costs no disk
+    (src / "kernel.cu").write_text('asm(".incbin \\"big.bin\\"\\n.incbin \\"big.bin\\"\\n.incbin \\"big.bin\\"\\n.incbin \\"big.bin\\"");\n'
+                                   'extern "C" int entry() { return 0; }\n')
+    done = subprocess.run([sys.executable, "-c", BUILD_WITH_A_MEMORY_LIMIT, str(src), str(tmp_path / "out"), str(1 << 30)],
+                          capture_output=True, text=True, timeout=600, check=True)
+    ok, peak_mib = done.stdout.split()
+    assert ok == "False"
+    assert int(peak_mib) < 1100, f"a compiler process peaked at {peak_mib} MiB under a 1 GiB limit"

@@ -46,6 +46,9 @@ CACHE_VERSION = "3"  # 2: the compiler runs sandboxed (entries of 1 may hold fil
 # 3: every file of the source folder is in the key (2 left out .inc, .c, .cc: another snapshot's library came back)
 BUILD_FILE_LIMIT_BYTES = 256 << 20
 """The most any file a compiler writes may hold (RLIMIT_FSIZE): the library, its objects, its temporaries."""
+BUILD_MEMORY_LIMIT_BYTES = 8 << 30
+"""The address space of each compiler process (RLIMIT_AS): cicc and ptxas on a large kernel stay well under;
+an assembler told to .incbin a big file a hundred times would hold it all, on the host of the judges."""
 
 ResourceParser = Callable[[str], list[KernelResources]]
 
@@ -312,7 +315,8 @@ class CompilerSandbox:
         library is built and the compiler keeps its temporaries."""
         cpu_s = int(timeout_s) + 1
         prefix = [sys.executable, "-I", "-S", str(LAUNCHER), "--rlimit", f"FSIZE={BUILD_FILE_LIMIT_BYTES}",
-                  "--rlimit", f"CPU={cpu_s},{cpu_s + 5}", "--rlimit", "CORE=0"]
+                  "--rlimit", f"CPU={cpu_s},{cpu_s + 5}", "--rlimit", "CORE=0",
+                  "--rlimit", f"AS={BUILD_MEMORY_LIMIT_BYTES}"]
         note = ""
         if landlock_abi() >= 1:
             for path in compiler_readable(compiler, source_dir, extra_roots):
