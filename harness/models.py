@@ -85,6 +85,9 @@ class Usage(Frozen):
     wall_s: float = 0
     tool_calls: dict[str, int] = Field(default_factory=dict)
     """Calls by tool name, from the session ledger (the server's own record, not the agent's claim)."""
+    foreign_events: int = 0
+    """Events in the CLI's stream it cannot have written (SessionUsage.foreign_events): the figures above
+    are then the largest any event claimed."""
 
 
 class SessionEnd(Frozen):

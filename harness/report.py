@@ -452,6 +452,11 @@ def build_report(outcomes: list[SessionOutcome], run_dir: Path | str = "", run: 
         ("with repeats: mean of the per-repeat figure and its 95% interval (Student's t, n = repeats); "
          "speedup intervals are geometric" if repeats > 1 else "one repeat: no confidence interval (n/a)"),
     ]
+    forged = [o for o in outcomes if o.usage.foreign_events]
+    if forged:
+        notes.append(f"{len(forged)} session(s) had events in their CLI's stream that the CLI cannot have written "
+                     f"(an agent writing into its own accounting): their usage is the largest any event claimed; "
+                     f"look at {', '.join(sorted({o.session_id for o in forged})[:5])}")
     if not comparable:
         notes.append(f"timings not comparable ({note}): speedups come from Triton's interpreter and torch on the "
                      "CPU, so speedups and fast_p are shown as n/c (the figures stay in --json); generalizes is "

@@ -265,3 +265,32 @@ def test_price_table_matches_dated_ids_and_aliases_but_not_strangers() -> None:
     assert model_price("gpt-5-mini-2025-08-07") == model_price("gpt-5-mini") != model_price("gpt-5")
     assert model_price("gpt-5.2-unknown") is None
     assert model_price("claude-sonnet-4") is None
+
+
+def _claude_result(cost: float, tokens: int) -> str:
+    return json.dumps({"type": "result", "subtype": "success", "num_turns": 1, "total_cost_usd": cost,
+                       "usage": {"input_tokens": tokens, "output_tokens": tokens}})
+
+
+@pytest.mark.parametrize("forged_first", [False, True])
+def test_a_final_event_written_into_the_clis_stream_by_someone_else_never_lowers_the_accounting(
+        forged_first: bool) -> None:
+    # An agent's shell shares the CLI's pid namespace and user: it can write a cheap `result` line into the
+    # pipe the harness reads (/proc/$PPID/fd/1), before or after the real one.
+    real, forged = _claude_result(3.21, 2_000_000), _claude_result(0.0001, 10)
+    stream = [*lines("claude-stdio.jsonl")[:-1], *([forged, real] if forged_first else [real, forged])]
+    usage = claude.parse_events(stream)
+    assert usage.cost_usd == pytest.approx(3.21) and usage.input_tokens == 2_000_000
+    assert (usage.final_events, usage.foreign_events) == (2, 1)
+    honest = claude.parse_events([real])
+    assert (honest.final_events, honest.foreign_events) == (1, 0)
+
+
+def test_negative_counts_are_foreign_events_and_cannot_subtract_from_a_session() -> None:
+    negative = {"input_tokens": -10**9, "output_tokens": -10**9}
+    codex_usage = codex.parse_events([*lines("codex-stdio.jsonl"),
+                                      json.dumps({"type": "turn.completed", "usage": negative})], model="gpt-5")
+    assert codex_usage.foreign_events == 1 and codex_usage.output_tokens > 0
+    claude_usage = claude.parse_events([_claude_result(1.0, 5),
+                                        json.dumps({"type": "result", "subtype": "success", "total_cost_usd": -5})])
+    assert claude_usage.foreign_events == 1 and claude_usage.cost_usd == pytest.approx(1.0)

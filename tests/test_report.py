@@ -348,3 +348,14 @@ def test_a_cpu_run_ranks_nobody_and_shows_sol_as_not_comparable(tmp_path: Path) 
     assert all(e.rank_speedup is None and e.rank_sol is None for e in r.entrants)
     assert all(fmt == "n/c" for fmt in (fmt_sol(e.overall.sol_fraction, e.overall.timing_comparable)
                                          for e in r.entrants))
+
+
+def test_a_session_whose_cli_stream_held_foreign_events_is_named_in_the_notes(tmp_path: Path) -> None:
+    forged = usage(0.01).model_copy(update={"foreign_events": 3})
+    sessions: list[Row] = [(A, SOFTMAX, 0, "done", "finished", passed(2.0), forged),
+                           (A, RMSNORM, 0, "done", "finished", passed(1.2), usage(2.0))]
+    report = report_for(write_store(tmp_path / "run", sessions))
+    (note,) = [n for n in report.notes if "cannot have written" in n]
+    assert note.startswith("1 session(s)") and session_id(A, SOFTMAX, 0) in note
+    assert session_id(A, RMSNORM, 0) not in note
+    assert not [n for n in report_for(write_store(tmp_path / "clean", sessions[1:])).notes if "cannot have" in n]

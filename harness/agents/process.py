@@ -241,7 +241,8 @@ class BudgetWatch:
 def to_usage(u: SessionUsage, wall_s: float) -> Usage:
     return Usage(turns=u.turns, input_tokens=u.input_tokens, output_tokens=u.output_tokens,
                  cache_read_tokens=u.cache_read_tokens, cache_write_tokens=u.cache_write_tokens,
-                 cost_usd=u.cost_usd, cost_source=u.cost_source, wall_s=round(wall_s, 3))
+                 cost_usd=u.cost_usd, cost_source=u.cost_source, wall_s=round(wall_s, 3),
+                 foreign_events=u.foreign_events)
 
 
 class CliAgent:

@@ -162,6 +162,12 @@ class SessionUsage(BaseModel):
     duration_ms: int | None = None
     unparsed_lines: int = 0
     """Lines that were not JSON events (warnings a CLI printed on stdout)."""
+    final_events: int = 0
+    """Final events (Claude's and Cursor's `result`) in the stream; the client writes one."""
+    foreign_events: int = 0
+    """Events the client cannot have written: a final event after the first, a negative count. An agent's
+    shell can write into the CLI's stdout (/proc/<pid>/fd/1) to claim a cheaper session; every total is
+    then the largest any event claimed, so a forged event never lowers one, and a person should look."""
 
     @property
     def calls_by_tool(self) -> dict[str, int]:
@@ -230,6 +236,21 @@ def find_binary(binary: str, install_hint: str) -> str:
     if found is None:
         raise ClientError(f"`{binary}` is not installed: {install_hint}")
     return str(Path(found).absolute())
+
+
+def apply_final(usage: SessionUsage, *, turns: int, input_tokens: int, output_tokens: int,
+                cache_read_tokens: int, cache_write_tokens: int, cost_usd: float | None) -> None:
+    """A final event's totals: the first sets them, a further one (foreign) can only raise them."""
+    usage.final_events += 1
+    usage.foreign_events += usage.final_events > 1
+    usage.turns = max(usage.turns, turns)
+    usage.input_tokens = max(usage.input_tokens, input_tokens)
+    usage.output_tokens = max(usage.output_tokens, output_tokens)
+    usage.cache_read_tokens = max(usage.cache_read_tokens, cache_read_tokens)
+    usage.cache_write_tokens = max(usage.cache_write_tokens, cache_write_tokens)
+    if cost_usd is not None:
+        usage.cost_usd = max(usage.cost_usd or 0.0, cost_usd)
+        usage.cost_source = "cli"
 
 
 def json_events(lines: Iterable[str], usage: SessionUsage) -> Iterator[dict]:

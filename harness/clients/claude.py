@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, NonNegativeFloat, NonNegativeInt, ValidationError
 
 from .base import (
     ClientError,
@@ -22,6 +22,7 @@ from .base import (
     SessionUsage,
     StdioServer,
     ToolCall,
+    apply_final,
     check_server_name,
     json_events,
 )
@@ -83,18 +84,18 @@ def headless_command(spec: HeadlessSpec) -> list[str]:
 
 
 class _Usage(BaseModel):
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_input_tokens: int = 0
-    cache_creation_input_tokens: int = 0
+    input_tokens: NonNegativeInt = 0
+    output_tokens: NonNegativeInt = 0
+    cache_read_input_tokens: NonNegativeInt = 0
+    cache_creation_input_tokens: NonNegativeInt = 0
 
 
 class _Result(BaseModel):
     subtype: str
     is_error: bool = False
-    num_turns: int = 0
+    num_turns: NonNegativeInt = 0
     duration_ms: int | None = None
-    total_cost_usd: float | None = None
+    total_cost_usd: NonNegativeFloat | None = None
     usage: _Usage = _Usage()
     result: str | None = None
 
@@ -131,15 +132,15 @@ def parse_events(lines: Iterable[str], model: str | None = None) -> SessionUsage
                 if block.get("type") == "tool_result" and block.get("tool_use_id") in calls:
                     calls[block["tool_use_id"]].ok = not block.get("is_error", False)
         elif kind == "result":
-            res = _Result.model_validate(event)
-            usage.turns = res.num_turns
-            usage.input_tokens = res.usage.input_tokens
-            usage.output_tokens = res.usage.output_tokens
-            usage.cache_read_tokens = res.usage.cache_read_input_tokens
-            usage.cache_write_tokens = res.usage.cache_creation_input_tokens
+            try:
+                res = _Result.model_validate(event)
+            except ValidationError:
+                usage.foreign_events += 1
+                continue
+            apply_final(usage, turns=res.num_turns, input_tokens=res.usage.input_tokens,
+                        output_tokens=res.usage.output_tokens, cache_read_tokens=res.usage.cache_read_input_tokens,
+                        cache_write_tokens=res.usage.cache_creation_input_tokens, cost_usd=res.total_cost_usd)
             usage.duration_ms = res.duration_ms
-            if res.total_cost_usd is not None:
-                usage.cost_usd, usage.cost_source = res.total_cost_usd, "cli"
             usage.status = _STATUS.get(res.subtype, "error")  # type: ignore[assignment]
             if res.is_error and usage.status == "success":
                 usage.status = "error"

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, NonNegativeInt, ValidationError
 
 from .base import HeadlessSpec, McpServer, SessionUsage, StdioServer, ToolCall, check_server_name, json_events
 
@@ -89,12 +89,12 @@ def headless_command(spec: HeadlessSpec) -> list[str]:
 
 
 class _Usage(BaseModel):
-    input_tokens: int = 0
+    input_tokens: NonNegativeInt = 0
     """Includes cached_input_tokens (and, we assume, cache_write_input_tokens; OpenAI reports none)."""
-    cached_input_tokens: int = 0
-    cache_write_input_tokens: int = 0
-    output_tokens: int = 0
-    reasoning_output_tokens: int = 0
+    cached_input_tokens: NonNegativeInt = 0
+    cache_write_input_tokens: NonNegativeInt = 0
+    output_tokens: NonNegativeInt = 0
+    reasoning_output_tokens: NonNegativeInt = 0
 
 
 _BUILTIN_ITEMS = {"command_execution": "shell", "file_change": "apply_patch", "web_search": "web_search"}
@@ -113,7 +113,11 @@ def parse_events(lines: Iterable[str], model: str | None = None) -> SessionUsage
             usage.tool_calls.append(ToolCall(name=_BUILTIN_ITEMS[item["type"]],
                                              ok=item.get("status") in (None, "completed")))
         elif kind == "turn.completed":
-            u = _Usage.model_validate(event.get("usage") or {})
+            try:  # turns add up: a forged one can only add, unless its counts are negative
+                u = _Usage.model_validate(event.get("usage") or {})
+            except ValidationError:
+                usage.foreign_events += 1
+                continue
             usage.turns += 1
             usage.input_tokens += max(0, u.input_tokens - u.cached_input_tokens - u.cache_write_input_tokens)
             usage.cache_read_tokens += u.cached_input_tokens

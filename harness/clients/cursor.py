@@ -15,9 +15,18 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, NonNegativeInt, ValidationError
 
-from .base import HeadlessSpec, McpServer, SessionUsage, StdioServer, ToolCall, check_server_name, json_events
+from .base import (
+    HeadlessSpec,
+    McpServer,
+    SessionUsage,
+    StdioServer,
+    ToolCall,
+    apply_final,
+    check_server_name,
+    json_events,
+)
 
 NAME = "cursor"
 BINARY = "agent"
@@ -56,10 +65,10 @@ def headless_command(spec: HeadlessSpec) -> list[str]:
 
 
 class _Usage(BaseModel):
-    input_tokens: int = Field(0, alias="inputTokens")
-    output_tokens: int = Field(0, alias="outputTokens")
-    cache_read_tokens: int = Field(0, alias="cacheReadTokens")
-    cache_write_tokens: int = Field(0, alias="cacheWriteTokens")
+    input_tokens: NonNegativeInt = Field(0, alias="inputTokens")
+    output_tokens: NonNegativeInt = Field(0, alias="outputTokens")
+    cache_read_tokens: NonNegativeInt = Field(0, alias="cacheReadTokens")
+    cache_write_tokens: NonNegativeInt = Field(0, alias="cacheWriteTokens")
 
 
 def _tool_call(call: dict[str, Any]) -> ToolCall:
@@ -96,10 +105,14 @@ def parse_events(lines: Iterable[str], model: str | None = None) -> SessionUsage
         elif kind == "tool_call" and event.get("subtype") == "completed":
             usage.tool_calls.append(_tool_call(event.get("tool_call") or {}))
         elif kind == "result":
-            usage.turns = len(model_calls) + 1  # the final answer has no model_call_id
-            u = _Usage.model_validate(event.get("usage") or {})
-            usage.input_tokens, usage.output_tokens = u.input_tokens, u.output_tokens
-            usage.cache_read_tokens, usage.cache_write_tokens = u.cache_read_tokens, u.cache_write_tokens
+            try:
+                u = _Usage.model_validate(event.get("usage") or {})
+            except ValidationError:
+                usage.foreign_events += 1
+                continue
+            apply_final(usage, turns=len(model_calls) + 1,  # the final answer has no model_call_id
+                        input_tokens=u.input_tokens, output_tokens=u.output_tokens,
+                        cache_read_tokens=u.cache_read_tokens, cache_write_tokens=u.cache_write_tokens, cost_usd=None)
             usage.duration_ms = event.get("duration_ms")
             usage.status = "error" if event.get("is_error") or event.get("subtype") != "success" else "success"
             usage.detail = None if usage.status == "success" else event.get("subtype") or event.get("result")
