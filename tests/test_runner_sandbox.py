@@ -173,3 +173,38 @@ print(json.dumps({"described": described, "written": written, "error": error}))
     result = json.loads(done.stdout)
     assert result == {"described": {"rlimits": f"RLIMIT_FSIZE {1 << 20}"}, "written": 1 << 20, "error": "EFBIG"}
     assert target.stat().st_size == 1 << 20
+
+
+@needs_landlock
+def test_no_block_device_is_readable_and_a_runner_cannot_open_one(folders: tuple[Path, Path]) -> None:
+    # A runner runs as root, and a disk's node opens for its owner whatever capabilities were dropped: with
+    # the disk open, a filesystem reader finds every file on it.
+    import stat
+
+    assert not [p for p in runner_readable([]) if stat.S_ISBLK(os.stat(p).st_mode)]
+    disks = sorted(f"/dev/{name}" for name in os.listdir("/sys/block") if os.path.exists(f"/dev/{name}"))[:3]
+    code = f"print(json.dumps([attempt(lambda: os.close(os.open(d, os.O_RDONLY))) for d in {disks!r}]))"
+    assert set(json.loads(run_restricted(folders, code))) <= {"EACCES"}
+
+
+def test_a_task_folder_inside_a_readable_tree_is_refused_not_run(tmp_path: Path) -> None:
+    # Landlock grants whole trees: a suite cloned under /usr/local or a Python prefix would be the
+    # candidate's to read. The judge refuses to start the candidate's runner there.
+    from crucible.harness.scoring import score_session
+    from crucible.toolkit.sandbox import exposing
+    from crucible.toolkit.task import find_task
+
+    assert exposing("/usr/share/x/tasks/a", ["/usr"]) == "/usr" and exposing("/usrx/a", ["/usr"]) is None
+    fixture = find_task("triton2triton/vadd", Path(__file__).parent / "fixtures" / "tasks")
+    inside = Path(sys.prefix) / f"crucible-test-{uuid.uuid4().hex[:8]}"
+    try:
+        shutil.copytree(fixture.root.parent.parent, inside)
+        task = find_task("triton2triton/vadd", inside)
+        sub = tmp_path / "sub"
+        sub.mkdir()
+        shutil.copyfile(task.file(task.spec.solution), sub / task.spec.candidate)  # type: ignore[arg-type]
+        score, _ = score_session(task, sub, "cpu")
+    finally:
+        shutil.rmtree(inside, ignore_errors=True)
+    assert score.verdict == "infra_error", score
+    assert "lies inside" in score.message and "a runner may read" in score.message

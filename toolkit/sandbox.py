@@ -460,6 +460,18 @@ def _compiler_prefixes() -> list[str]:
     return out
 
 
+def exposing(secret: str, readable: list[str]) -> str | None:
+    """The entry of a read allow-list that holds `secret` (a task folder: hidden configs, solutions), if
+    one does. Landlock grants whole trees and cannot take a subtree back, so a suite installed under one
+    (a clone in /usr/local, CRUCIBLE_TASKS under /opt) must be refused, not worked around."""
+    target = os.path.realpath(secret)
+    for path in readable:
+        real = os.path.realpath(path)
+        if target == real or target.startswith(real.rstrip("/") + "/"):
+            return path
+    return None
+
+
 def runner_readable(extra: list[str]) -> list[str]:
     """The read allow-list for a process that runs only candidate code (Python, torch, Triton with its
     interpreter, bundled ptxas and the C compiler it builds launchers with, a shared library built

@@ -19,7 +19,12 @@ from .link import CandidateFailed, ProtocolViolation, RunnerEnded, Runners
 def run_evaluation(payload: dict, progress: Callable[[dict], None]) -> dict:
     """Judge job "evaluate" (payload: an EvalJob)."""
     job = EvalJob.model_validate(payload)
-    runners = Runners(job, timing=job.timing != "none")
+    try:
+        runners = Runners(job, timing=job.timing != "none")
+    except RunnerEnded as exc:
+        if exc.status != "infra":
+            raise
+        return {"infra": exc.message}  # a runner that could not start, or that could not be sandboxed
     try:
         from .evaluate import Evaluation, InfraError
 

@@ -48,7 +48,7 @@ from ..protocol import (
     Ready,
     Stop,
 )
-from ..sandbox import RunCgroup, launch_prefix, probe, runner_readable
+from ..sandbox import RunCgroup, exposing, launch_prefix, probe, runner_readable
 from ..worker import SIGNAL_HINTS, TAIL_CHARS, WorkerLimits, _child_env, _pump, _signal_name, _Tail
 from . import triton_cache
 
@@ -132,10 +132,18 @@ class RunnerLink:
         return link
 
     def hello(self, *, readable: list[str], limits: WorkerLimits, deadline: float,
-              cache: KernelCache | None = None) -> None:
+              cache: KernelCache | None = None, secret: str | None = None) -> None:
         """Give the runner its job's sandbox and limits: it restricts itself before any kernel loads.
         `readable`: its snapshot and the files of its kernel, nothing of the task. `cache`: its kernel's
-        Triton builds by content, copied into its private cache now (nothing of a kernel has run yet)."""
+        Triton builds by content, copied into its private cache now (nothing of a kernel has run yet).
+        `secret`: a folder the runner must not be able to read (the task's): refused if the list holds it."""
+        allowed = runner_readable([*readable, str(self.scratch)])
+        held_by = exposing(secret, allowed) if secret else None
+        if held_by:
+            raise RunnerEnded("infra", f"the task folder {secret} lies inside {held_by}, which a runner may read: "
+                              "its hidden configs and solutions would be open to the candidate. Keep the task "
+                              "suite (CRUCIBLE_TASKS, or this checkout) outside the system, Python and toolkit "
+                              "folders")
         self.limits, self.deadline, self.cache = limits, deadline, cache
         if cache is not None:
             with contextlib.suppress(OSError):  # a cache that cannot be read costs a compile, nothing more
@@ -151,7 +159,7 @@ class RunnerLink:
         elif not (self.cgroup and self.cgroup.memory_dir):
             rlimits["DATA"] = limits.memory_mb << 20
         self.send(Hello(device="cuda" if self.backend == "cuda" else "cpu",
-                        readable=runner_readable([*readable, str(self.scratch)]), writable=[str(self.scratch)],
+                        readable=allowed, writable=[str(self.scratch)],
                         rlimits=rlimits))
         self.pending_ready = True  # the judge goes on; the first ask() reads the runner's Ready
 
@@ -374,21 +382,26 @@ class Runners:
         gpu = os.environ.get("CUDA_VISIBLE_DEVICES") if job.backend == "cuda" else None
         self.links: list[RunnerLink] = []
 
-        def start(role: str, readable: list[str], cache: KernelCache | None) -> RunnerLink:
+        def start(role: str, readable: list[str], cache: KernelCache | None, secret: str | None = None) -> RunnerLink:
             spare = SPARES.pop(role, None)
             if spare is not None and (spare.backend != job.backend or spare.proc.poll() is not None):
                 spare.close()
                 spare = None
             link = spare or RunnerLink.launch(role, backend=job.backend, gpu=gpu, limits=limits)
             self.links.append(link)
-            link.hello(readable=readable, limits=limits, deadline=deadline, cache=cache)
+            link.hello(readable=readable, limits=limits, deadline=deadline, cache=cache, secret=secret)
             return link
 
-        self.candidate = start("candidate", [job.snapshot_root, job.candidate.path], job.candidate_cache)
-        self.baseline: RunnerLink | None = None
-        if timing and isinstance(job, EvalJob) and job.baseline is not None:
-            extra = [job.baseline.path] + ([job.compiled_baseline.path] if job.compiled_baseline else [])
-            self.baseline = start("baseline", extra, job.baseline_cache)
+        try:
+            self.candidate = start("candidate", [job.snapshot_root, job.candidate.path], job.candidate_cache,
+                                   secret=job.task_root)
+            self.baseline: RunnerLink | None = None
+            if timing and isinstance(job, EvalJob) and job.baseline is not None:
+                extra = [job.baseline.path] + ([job.compiled_baseline.path] if job.compiled_baseline else [])
+                self.baseline = start("baseline", extra, job.baseline_cache)
+        except BaseException:
+            self.close()
+            raise
 
     def close(self) -> None:
         for link in [*self.links, *SPARES.values()]:  # a spare this job did not need goes too
