@@ -72,7 +72,10 @@ from .what_ran import kernel_breakdown, what_ran_findings
 STARVED_BYTES = 1 << 30
 """A trusted runner out of GPU memory is the candidate's doing when killing the candidate's runner gives back
 at least this much (a runner's CUDA context alone is about 0.5 GiB on an H200)."""
-STARVED_POLLS = 20
+STARVED_WAIT_S = 10.0
+"""How long the judge waits for a killed candidate's GPU memory to come back (at once when it reaches
+STARVED_BYTES): a context torn down slowly (a kernel still spinning at the kill) must not turn the
+candidate's starvation into an infrastructure error by coming back late."""
 
 
 class InfraError(Exception):
@@ -586,8 +589,8 @@ class Evaluation:
             return None
         before = torch.cuda.mem_get_info(self.device)[0]
         self.candidate.kill()
-        freed = 0
-        for _ in range(STARVED_POLLS):  # the driver frees a dead process's memory shortly after it is reaped
+        freed, end = 0, time.monotonic() + STARVED_WAIT_S
+        while freed < STARVED_BYTES and time.monotonic() < end:  # the driver frees it once the process is gone
             time.sleep(0.1)
             freed = max(freed, torch.cuda.mem_get_info(self.device)[0] - before)
         return starvation(role, freed)
