@@ -25,7 +25,9 @@ CPU = BuildTarget(backend="cpu", arch="sm_90a")
 
 def test_cute_is_a_registered_python_module_language_that_needs_a_gpu() -> None:
     chain = get_toolchain("cute")
-    assert (chain.loader, chain.runs_on_cpu, chain.traced_build) == ("python_module", False, False)
+    assert (chain.loader, chain.runs_on_cpu, chain.traced_build, chain.stub_runs) == ("python_module", False, False,
+                                                                                      True)
+    assert chain.available() is None if available() else INSTALL_HINT in chain.available()
     assert CATEGORY_LANGUAGE["torch2cute"] == "cute" and SOURCE_SUFFIX["cute"] == ".py"
 
 
@@ -101,7 +103,8 @@ def test_a_module_without_compile_kernels_is_told_the_contract(tmp_path: Path) -
 
 def test_without_the_dsl_the_cpu_validation_skips_the_compile_and_says_why(monkeypatch) -> None:
     from crucible.toolkit import validation
+    from crucible.toolkit.toolchains import cute
 
-    monkeypatch.setattr(validation, "cute_available", lambda: False)
+    monkeypatch.setattr(cute, "available", lambda: False)
     check = validation._compile_only(CUTE_TASKS[0], CUTE_TASKS[0].spec.solution, "cpu", "solution_correct")
     assert check.status == "skipped" and "not installed" in check.message and "kernel-crucible[cute]" in check.message

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from crucible.toolkit.task import discover_tasks
-from crucible.toolkit.toolchains.cute import available as cute_available
+from crucible.toolkit.toolchains import get_toolchain
 from crucible.toolkit.validation import validate, validation_text
 
 TASKS, BROKEN = discover_tasks()
@@ -32,13 +32,14 @@ def test_every_task_validates_on_the_cpu(task) -> None:
     checks = {c.name: c for c in result.checks}
     for name in ("reference_deterministic", "reference_not_degenerate"):
         assert checks[name].status in ("pass", "warn", "skipped"), report
-    runnable = task.spec.language == "triton"
+    chain = get_toolchain(task.spec.language)
+    runnable = chain.runs_on_cpu
     solution = checks["solution_correct"]
     if runnable:
         assert solution.status == "pass", report
-    else:  # compiled for the H200, resources reported, not run (CuTe: only where its DSL is installed)
+    else:  # compiled for the H200, resources reported, not run (a Python DSL: only where it is installed)
         assert solution.status == "skipped", report
-        assert solution.figures.get("kernels") or (task.spec.language == "cute" and not cute_available()), report
+        assert solution.figures.get("kernels") or chain.available() is not None, report
         if not task.spec.is_torch_task:
             assert checks["baseline_correct"].figures["kernels"], report
     if task.spec.is_torch_task:

@@ -38,6 +38,17 @@ def test_each_language_has_one_registered_toolchain():
         get_toolchain("fortran")
 
 
+def test_every_toolchain_answers_the_whole_protocol_so_callers_never_test_a_language_name():
+    for chain in TOOLCHAINS.values():
+        assert chain.loader in ("python_module", "shared_library")
+        assert all(isinstance(getattr(chain, f), bool) for f in ("runs_on_cpu", "traced_build", "stub_runs"))
+        assert chain.available() is None or isinstance(chain.available(), str)
+        assert callable(chain.compile_configs)
+    for lang in ("cuda", "hip", "triton"):  # build compiles these (or only a run can): no offline compile
+        assert get_toolchain(lang).compile_configs(None, Path("."), "kernel") is None  # type: ignore[arg-type]
+        assert get_toolchain(lang).available() is None and not get_toolchain(lang).stub_runs
+
+
 # --- CUDA --------------------------------------------------------------------------------------------
 
 

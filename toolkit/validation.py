@@ -12,7 +12,8 @@
       speed          from the solution's timed evaluation: speedup and peak fraction per config, geomean
       launch bound   from the same: the baseline's median per config against LAUNCH_BOUND_US
       no false alarm from the same: no runtime defence (toolkit/integrity.py) fires on the expert solution
-      stub           torch2X: the stub must fail (raise NotImplementedError), never pass
+      stub           torch2X: the stub must fail, never pass; or, where the toolchain says its stubs run
+                     (stub_runs: the Python DSLs), be correct
       imported tasks (an imported.json beside task.toml, written by `crucible import`), without an expert:
         baselines    in the reference job, on the smallest visible config on the CPU: eager PyTorch within
                      the tolerance of the float64 oracle, and torch.compile of the reference within the
@@ -20,9 +21,12 @@
         hidden       every hidden config changes every size the importer found
         solution     `skipped` until an expert solution is named in task.toml
 
-On the cpu backend CUDA/HIP files are only compiled (for sm_90) and Triton runs in the interpreter on the
-configs small enough for it (evaluation.fits_cpu); what was not checked is reported `skipped`,
-with the reason. A task passes when no check fails; `warn` and `skipped` do not fail it.
+On the cpu backend a language whose kernels need a GPU is only compiled (CUDA/HIP for sm_90; a Python DSL
+for sm_90a by its toolchain's compile_configs, where its package is installed), and one whose toolchain
+runs on the CPU (Triton's interpreter) runs on the configs small enough for it (evaluation.fits_cpu);
+what was not checked is reported `skipped`, with the reason. What differs per language comes from the
+toolchain (toolkit/toolchains), never from the language's name here. A task passes when no check fails;
+`warn` and `skipped` do not fail it.
 """
 
 from __future__ import annotations
@@ -57,8 +61,6 @@ from .evaluation import (
 from .results import Evaluation
 from .task import Config, Task, load_task
 from .toolchains import get_toolchain
-from .toolchains.cute import INSTALL_HINT as CUTE_INSTALL_HINT
-from .toolchains.cute import available as cute_available
 from .worker import run_job
 from .workspace import Snapshot, materialize, take_snapshot
 
@@ -465,12 +467,16 @@ def _evaluate_file(task: Task, file: str, request: EvalRequest) -> Evaluation:
 
 
 def _compile_only(task: Task, file: str, backend: Backend, name: str) -> Check:
-    """CUDA/HIP/CuTe on the CPU: build for the target arch and report resources; running needs a GPU."""
-    offline = getattr(get_toolchain(task.spec.language), "compile_configs", None)
-    if offline is not None and not cute_available():  # a Python DSL whose package is an optional extra
-        return Check(name=name, status="skipped", message=f"{file}: the CuTe DSL is not installed here, so its "
-                     f"kernels were not compiled ({CUTE_INSTALL_HINT}); running it needs a GPU")
-    result = offline(task, task.root, file) if offline is not None else build(task, task.root, file, backend)
+    """Kernels that run only on a GPU, on the CPU: build for the target arch (a Python DSL's toolchain compiles
+    the module's kernels offline, compile_configs) and report resources; running needs a GPU."""
+    chain = get_toolchain(task.spec.language)
+    missing = chain.available()  # a Python DSL whose package is an optional extra
+    if missing is not None:
+        return Check(name=name, status="skipped", message=f"{file}: {missing}, so its kernels were not "
+                     "compiled; running it needs a GPU")
+    result = chain.compile_configs(task, task.root, file)
+    if result is None:
+        result = build(task, task.root, file, backend)
     kernels = [{"name": k.name, "registers": k.registers, "shared_bytes": k.shared_bytes,
                 "spill_stores": k.spill_stores} for k in result.kernels]
     figures = {"arch": result.target.arch, "kernels": kernels}
@@ -503,12 +509,13 @@ def _correct_check(name: str, file: str, e: Evaluation, too_big: list[str]) -> C
 def _stub_check(task: Task, backend: Backend, seeds: int | None) -> Check:
     stub = task.spec.stub
     assert stub is not None
-    if task.spec.language != "triton" and backend == "cpu":
+    chain = get_toolchain(task.spec.language)
+    if not chain.runs_on_cpu and backend == "cpu":
         compiled = _compile_only(task, stub, backend, "stub_rejected")
         if compiled.status == "fail" and "no kernel" not in compiled.message:
             return compiled  # the agent must start from a file that compiles
         return Check(name="stub_rejected", status="skipped", figures=compiled.figures,
-                     message=(f"{stub} compiles; whether it {'is correct' if task.spec.language == 'cute' else 'fails'}"
+                     message=(f"{stub} compiles; whether it {'is correct' if chain.stub_runs else 'fails'}"
                               " needs a GPU") if compiled.figures else compiled.message)
     small = [c for c in task.configs("visible") if backend != "cpu" or fits_cpu(task, c)]
     if not small:
@@ -518,14 +525,14 @@ def _stub_check(task: Task, backend: Backend, seeds: int | None) -> Check:
                                                seeds=1))
     figures = {"status": e.status, "config": config.name}
     text = e.message + " ".join(c.message for c in e.configs)
-    if task.spec.language == "cute":  # a CuTe stub is a working, naive kernel: the DSL's plumbing to start from
+    if chain.stub_runs:  # a working, naive kernel: the DSL's plumbing to start from
         if e.status == "ok":
             return Check(name="stub_rejected", status="pass", figures=figures,
-                         message=f"{stub} is a correct naive start on {config.name} (CuTe stubs work)")
+                         message=f"{stub} is a correct naive start on {config.name} ({chain.language} stubs work)")
         return Check(name="stub_rejected", status="fail", figures=figures,
                      message=f"{stub} should be a correct naive start, but the evaluation says {e.status}: "
                      f"{e.message[:500]}")
-    if task.spec.language == "triton":
+    if chain.loader == "python_module":  # a Python stub raises; a library's returns an error code
         if e.status == "error" and "NotImplementedError" in text:
             return Check(name="stub_rejected", status="pass", figures=figures,
                          message=f"{stub} raises NotImplementedError on {config.name}")
@@ -616,7 +623,8 @@ def validate(task: Task, backend: Backend | Literal["auto"] = "auto", *, seeds: 
     backend = resolve_backend(backend)
     say = on_progress or (lambda _msg: None)
     on_gpu = backend != "cpu"
-    runs_here = task.spec.language == "triton" or on_gpu
+    chain = get_toolchain(task.spec.language)
+    runs_here = chain.runs_on_cpu or on_gpu
     here, too_big = _configs_here(task, backend)
     checks: list[Check] = []
     timings: list[ConfigTiming] = []
@@ -637,7 +645,7 @@ def validate(task: Task, backend: Backend | Literal["auto"] = "auto", *, seeds: 
     def stub() -> Check | None:
         if not task.spec.is_torch_task:
             return None
-        say(f"{task.id}: the stub must fail")
+        say(f"{task.id}: the stub must {'be correct' if chain.stub_runs else 'fail'}")
         return _stub_check(task, backend, seeds)
 
     def reference() -> list[Check]:

@@ -15,9 +15,12 @@ its full build (import, trace, compile) happens only in the evaluation worker: s
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from ..task import Task
 
 
 class _Frozen(BaseModel):
@@ -86,8 +89,24 @@ class Toolchain(Protocol):
     """Its kernels run on the cpu backend (Triton's interpreter); others compile there but need a GPU."""
     traced_build: bool
     """The compile tool must run the candidate to see its kernels (Triton: kernels are made at launch)."""
+    stub_runs: bool
+    """A torch2X stub in this language is a correct, naive kernel that validation checks passes (the Python
+    DSLs: their plumbing is the hard part to start from); otherwise a stub must fail (a python_module raises
+    NotImplementedError, a shared_library returns an error code)."""
 
     def build(self, source_dir: Path, candidate: str, target: BuildTarget, out_dir: Path) -> BuildResult: ...
+
+    def available(self) -> str | None:
+        """None when this machine has what compiling the language's kernels offline needs; else how to
+        install it (an optional extra), for a `skipped` that says why."""
+        ...
+
+    def compile_configs(self, task: Task, source_dir: Path, file: str, *, arch: str = "sm_90a",
+                        which: str = "all", timeout_s: float = 600) -> BuildResult | None:
+        """Compile a trusted module's kernels for `arch` on each config of `which` without a GPU (the Python
+        DSLs, whose kernels exist only once the module runs: it imports the file); None where `build`
+        already compiles them (CUDA, HIP) or only a run can (Triton)."""
+        ...
 
 
 def _registry() -> dict[str, Toolchain]:

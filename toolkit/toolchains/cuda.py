@@ -35,9 +35,13 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..sandbox_exec import LAUNCH_FAILED, MARK, landlock_abi
 from . import BuildResult, BuildTarget, Diagnostic, KernelResources
+
+if TYPE_CHECKING:
+    from ..task import Task
 
 LOG_LIMIT = 20_000
 DEFAULT_TIMEOUT_S = 300.0
@@ -475,6 +479,7 @@ class CudaToolchain:
     loader = "shared_library"
     runs_on_cpu = False
     traced_build = False
+    stub_runs = False
 
     def __init__(self, *, cache_dir: Path | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
         self.cache_dir = cache_dir
@@ -485,6 +490,13 @@ class CudaToolchain:
     def flags(arch: str) -> list[str]:
         return ["-shared", "-Xcompiler", "-fPIC", "-O3", f"-arch={arch}", "-lineinfo", "-Xptxas", "-v",
                 "-cudart", "static"]
+
+    def available(self) -> str | None:
+        return None  # nvcc's absence is the build's own diagnostic
+
+    def compile_configs(self, task: Task, source_dir: Path, file: str, *, arch: str = "sm_90a",
+                        which: str = "all", timeout_s: float = 600) -> BuildResult | None:
+        return None  # build compiles for the arch
 
     def build(self, source_dir: Path, candidate: str, target: BuildTarget, out_dir: Path) -> BuildResult:
         if not target.arch.startswith("sm_"):

@@ -60,6 +60,11 @@ class CuteToolchain(TritonToolchain):
     loader = "python_module"
     runs_on_cpu = False
     traced_build = False
+    stub_runs = True
+    """A CuTe stub is a correct, naive kernel: the DSL's plumbing (compile_kernels, pointers, the stream)."""
+
+    def available(self) -> str | None:
+        return None if available() else f"the CuTe DSL is not installed here ({INSTALL_HINT})"
 
     def compile_configs(self, task: Task, source_dir: Path, file: str, *, arch: str = "sm_90a",
                         which: str = "all", timeout_s: float = 600) -> BuildResult:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import BuildResult, BuildTarget, KernelResources
 from .cuda import (
@@ -23,6 +24,9 @@ from .cuda import (
     find_compiler,
     parse_ptxas,
 )
+
+if TYPE_CHECKING:
+    from ..task import Task
 
 INCLUDE_DIR = Path(__file__).resolve().parent.parent / "include"
 """Holds hip/hip_runtime.h (HIP on CUDA); first on nvcc's include path for .hip sources."""
@@ -74,10 +78,18 @@ class HipToolchain:
     loader = "shared_library"
     runs_on_cpu = False
     traced_build = False
+    stub_runs = False
 
     def __init__(self, *, cache_dir: Path | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
         self.cache_dir = cache_dir
         self.timeout_s = timeout_s
+
+    def available(self) -> str | None:
+        return None  # the compiler's absence is the build's own diagnostic
+
+    def compile_configs(self, task: Task, source_dir: Path, file: str, *, arch: str = "sm_90a",
+                        which: str = "all", timeout_s: float = 600) -> BuildResult | None:
+        return None  # build compiles for the arch
 
     def build(self, source_dir: Path, candidate: str, target: BuildTarget, out_dir: Path) -> BuildResult:
         out = self.cache_dir or out_dir

@@ -42,11 +42,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..parsing import parse
 from . import BuildResult, BuildTarget, Diagnostic, KernelResources
 from .cuda import parse_ptxas, trim_log
+
+if TYPE_CHECKING:
+    from ..task import Task
 
 Progress = Callable[[dict[str, Any]], None]
 """The worker's progress channel: small dicts with a "stage" key (see toolkit/jobs.py)."""
@@ -59,6 +62,14 @@ class TritonToolchain:
     loader = "python_module"
     runs_on_cpu = True
     traced_build = True
+    stub_runs = False
+
+    def available(self) -> str | None:
+        return None  # a dependency of crucible itself
+
+    def compile_configs(self, task: Task, source_dir: Path, file: str, *, arch: str = "sm_90a",
+                        which: str = "all", timeout_s: float = 600) -> BuildResult | None:
+        return None  # its kernels are made at launch: trace_build, in a worker
 
     def build(self, source_dir: Path, candidate: str, target: BuildTarget, out_dir: Path) -> BuildResult:
         start = time.perf_counter()
