@@ -365,3 +365,14 @@ def test_the_kept_timed_calls_are_a_uniform_draw_over_the_whole_phase_and_never_
     first, last = sum(kept_per_call[:offers // 4]), sum(kept_per_call[-offers // 4:])
     assert abs(first - last) < 0.2 * expected * offers / 4, (first, last)
     assert sum(kept_per_call[timing.RECHECKS:]) > 0.9 * trials * timing.RECHECKS
+
+
+def test_the_judge_makes_itself_undumpable_and_its_runners_are_not() -> None:
+    # Non-dumpable: no process of the same user can ptrace it or open its /proc/<pid>/mem (the reference
+    # outputs, the hidden configs); a runner it execs is dumpable again (its own rules apply).
+    code = ("import ctypes, subprocess, sys\nfrom crucible.toolkit.judge.jobs import undumpable\nundumpable()\n"
+            "libc = ctypes.CDLL(None)\nchild = subprocess.run([sys.executable, '-c', 'import ctypes; "
+            "print(ctypes.CDLL(None).prctl(3, 0, 0, 0, 0))'], capture_output=True, text=True).stdout.strip()\n"
+            "print(libc.prctl(3, 0, 0, 0, 0), child)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.split() == ["0", "1"]

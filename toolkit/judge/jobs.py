@@ -9,6 +9,7 @@ judge's own; starting the runners before this process imports torch makes the tw
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,8 +17,21 @@ from ..protocol import CompileJob, EvalJob
 from .link import CandidateFailed, ProtocolViolation, RunnerEnded, Runners
 
 
+def undumpable() -> None:
+    """Make this process non-dumpable: a process of the same user (a runner where no pid namespace or
+    Landlock separates them, or anything an agent started) can then neither ptrace it nor open its
+    /proc/<pid>/mem, environ or fds, which hold the reference outputs and the task's hidden configs. The
+    runners it starts are exec'd, which makes them dumpable again."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+
+
+PR_SET_DUMPABLE = 4
+
+
 def run_evaluation(payload: dict, progress: Callable[[dict], None]) -> dict:
     """Judge job "evaluate" (payload: an EvalJob)."""
+    undumpable()
     job = EvalJob.model_validate(payload)
     try:
         runners = Runners(job, timing=job.timing != "none")
@@ -39,6 +53,7 @@ def run_evaluation(payload: dict, progress: Callable[[dict], None]) -> dict:
 def run_compile(payload: dict, progress: Callable[[dict], None]) -> dict:
     """Judge job "compile" (payload: a CompileJob): trace a Triton candidate's launches on one small call
     in a runner and compile each for the target. Returns {"kernels", "diagnostics", "log"}."""
+    undumpable()
     job = CompileJob.model_validate(payload)
     runners = Runners(job, timing=False)
     link = runners.candidate
