@@ -32,7 +32,7 @@ def by_name(kernels: list) -> dict:
 def test_each_language_has_one_registered_toolchain():
     from crucible.toolkit.task import SOURCE_SUFFIX
 
-    assert set(TOOLCHAINS) == {"cuda", "hip", "triton", "cute"} == set(SOURCE_SUFFIX)
+    assert set(TOOLCHAINS) == {"cuda", "hip", "triton", "cute", "tilelang"} == set(SOURCE_SUFFIX)
     assert all(get_toolchain(lang).language == lang for lang in TOOLCHAINS)
     with pytest.raises(ValueError, match="no toolchain for language 'fortran'"):
         get_toolchain("fortran")

@@ -31,17 +31,18 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .parsing import parse
 
-Category = Literal["triton2triton", "cuda2cuda", "hip2hip", "torch2triton", "torch2cuda", "torch2hip", "torch2cute"]
-Language = Literal["triton", "cuda", "hip", "cute"]
+Category = Literal["triton2triton", "cuda2cuda", "hip2hip", "torch2triton", "torch2cuda", "torch2hip", "torch2cute",
+                   "torch2tilelang"]
+Language = Literal["triton", "cuda", "hip", "cute", "tilelang"]
 ParamType = Literal["int32", "int64", "float32", "float64"]
 
 CATEGORY_LANGUAGE: dict[str, str] = {
     "triton2triton": "triton", "torch2triton": "triton",
     "cuda2cuda": "cuda", "torch2cuda": "cuda",
     "hip2hip": "hip", "torch2hip": "hip",
-    "torch2cute": "cute",
+    "torch2cute": "cute", "torch2tilelang": "tilelang",
 }
-SOURCE_SUFFIX = {"triton": ".py", "cuda": ".cu", "hip": ".hip", "cute": ".py"}
+SOURCE_SUFFIX = {"triton": ".py", "cuda": ".cu", "hip": ".hip", "cute": ".py", "tilelang": ".py"}
 
 # Defaults follow what a correct kernel of each precision reaches against an fp32/fp64 reference:
 # fp32 accumulation order moves results by a few ulps; half types carry ~3 significant digits.

@@ -4,9 +4,9 @@ their reasons — never as verdicts. A tripwire says "a person should look here"
     scan(task, root) -> [Tripwire]      every source file the agent wrote (files identical to the task's own
                                         reference and baseline are skipped)
 
-Python (Triton and CuTe DSL candidates) is read as a syntax tree, so names are resolved through their imports
-(`import torch.nn.functional as F; F.softmax(...)` is a torch call) and comments or strings never trip
-anything. CUDA and HIP are read as text with comments and string contents removed, except where a string
+Python (Triton, CuTe DSL and TileLang candidates) is read as a syntax tree, so names are resolved through
+their imports (`import torch.nn.functional as F; F.softmax(...)` is a torch call) and comments or strings
+never trip anything. CUDA and HIP are read as text with comments and string contents removed, except where a string
 is the evidence (a path under /proc).
 
 Kinds (docs/evaluation-rules.md, "Cheats"):
@@ -193,8 +193,8 @@ class _PyScan(ast.NodeVisitor):
         """Variables holding an expression built from id() or data_ptr()."""
         self.module_names: set[str] = set()
         """Variables holding a module or a class (see holds_module): patching their attributes patches it."""
-        """Inside a @triton.jit (or autotune/heuristics) or @cute.kernel/@cute.jit function: tensor methods
-        there are the DSL's."""
+        """Inside a @triton.jit (or autotune/heuristics), @cute.kernel/@cute.jit or @T.prim_func/@tilelang.jit
+        function: tensor methods there are the DSL's."""
 
     # names
     def dotted(self, node: ast.AST) -> str | None:
@@ -288,7 +288,8 @@ class _PyScan(ast.NodeVisitor):
             self.hit("identity_cache", node)  # the entry memoized: on its arguments, i.e. the tensors
         if isinstance(node, ast.AsyncFunctionDef):
             self.hit("concurrency", node)
-        jit = any(d.startswith(("triton.", "cutlass.")) for d in decorators)  # @triton.jit, @cute.kernel/jit
+        jit = any(d.startswith(("triton.", "cutlass.", "tilelang."))  # @triton.jit, @cute.kernel/jit,
+                  for d in decorators)  # @T.prim_func (tilelang.language), @tilelang.jit
         self._jit_depth += jit
         self.generic_visit(node)
         self._jit_depth -= jit

@@ -7,6 +7,7 @@
       hip.py        hipcc on ROCm, else nvcc with our HIP-on-CUDA headers (toolkit/include); reuses cuda.py
       triton.py     parent side: a syntax check only; worker side: record_launches + compile_records
       cute.py       CuTe DSL: Triton's syntax check; compile_configs compiles a module's kernels offline
+      tilelang.py   TileLang: the same, through tilelang.compile and nvcc
 
 A build never runs candidate code. Triton is the exception by nature (importing the module runs it), so
 its full build (import, trace, compile) happens only in the evaluation worker: see triton.trace_build.
@@ -114,9 +115,11 @@ def _registry() -> dict[str, Toolchain]:
     from .cuda import CudaToolchain
     from .cute import CuteToolchain
     from .hip import HipToolchain
+    from .tilelang import TileLangToolchain
     from .triton import TritonToolchain
 
-    return {t.language: t for t in (CudaToolchain(), HipToolchain(), TritonToolchain(), CuteToolchain())}
+    return {t.language: t for t in (CudaToolchain(), HipToolchain(), TritonToolchain(), CuteToolchain(),
+                                    TileLangToolchain())}
 
 
 TOOLCHAINS: dict[str, Toolchain] = _registry()
