@@ -1,0 +1,56 @@
+"""RMSNorm in TileLang: a correct, deliberately slow start. Make it fast.
+
+    y[m, :] = x[m, :] * rsqrt(mean(x[m, :]^2) + eps) * w,   x, y: [M, N],   w: [N]
+
+How a TileLang module is called here (tasks/README.md, "TileLang"):
+- `compile_kernels(x, w, y, *, eps)` compiles (`tilelang.compile`, no target: the environment picks it) every
+  kernel `entry` launches, for the shapes and dtypes of its arguments, and caches them. It reads nothing of
+  the tensors but shapes, strides and dtypes (the compile check calls it with fake tensors, without a GPU).
+- `entry(x, w, y, *, eps)` gets the compiled kernel through it and calls it with the tensors (and scalars):
+  TileLang launches it on PyTorch's current stream.
+
+This version: one thread per row, scalar loads, both sizes dynamic (one kernel per dtype).
+"""
+
+import tilelang
+import tilelang.language as T
+import torch
+
+_DTYPES = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float32: "float32"}
+_compiled: dict[tuple, object] = {}
+
+
+def _rmsnorm(dtype: str):
+    M, N = T.dynamic("M"), T.dynamic("N")
+
+    @T.prim_func
+    def rmsnorm(X: T.Tensor((M, N), dtype), W: T.Tensor((N,), dtype), Y: T.Tensor((M, N), dtype),
+                eps: T.float32):
+        with T.Kernel(T.ceildiv(M, 32), threads=32) as bx:
+            tx = T.get_thread_binding()
+            acc = T.alloc_local((1,), "float32")
+            row = bx * 32 + tx
+            if row < M:
+                acc[0] = 0.0
+                for j in T.serial(N):
+                    acc[0] += T.cast(X[row, j], "float32") * T.cast(X[row, j], "float32")
+                acc[0] = T.rsqrt(acc[0] / T.cast(N, "float32") + eps)
+                for j in T.serial(N):
+                    Y[row, j] = T.cast(T.cast(X[row, j], "float32") * acc[0] * T.cast(W[j], "float32"), dtype)
+
+    return rmsnorm
+
+
+def compile_kernels(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, *, eps: float):
+    """The compiled kernel for this dtype (sizes are run-time arguments), compiled once."""
+    key = (x.dtype,)
+    if key not in _compiled:
+        _compiled[key] = tilelang.compile(_rmsnorm(_DTYPES[x.dtype]))
+    return _compiled[key]
+
+
+def entry(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, *, eps: float) -> None:
+    """Write RMSNorm(x) * w into y [M, N] (preallocated, the dtype of x); return None."""
+    if x.shape[0] == 0:
+        return
+    compile_kernels(x, w, y, eps=eps)(x, w, y, eps)
