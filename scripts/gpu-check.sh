@@ -24,6 +24,8 @@
 #   cute      the torch2cute tasks: the CuTe DSL put together from the parts under .dsl/cute-* (carried in
 #             earlier calls: scripts/fetch-dsl-wheels.sh), then crucible tasks validate on them
 #             -> benchmarks/results/validation-cute.md (with the DSL's parts present, every step sees it)
+#   tilelang  the torch2tilelang tasks: TileLang put together from .dsl/tilelang-* (carried in earlier calls),
+#             then crucible tasks validate on them -> benchmarks/results/validation-tilelang.md (needs nvcc)
 #   run       crucible run --no-sandbox --suite core (the scripted expert plan), and its report; the run
 #             folder comes back as $OUT/gpu-run.tgz, and RESUME=1 resumes it when carried as crucible-runs/gpu
 # Each step runs under `timeout $STEP_TIMEOUT` (default 540 s). Logs and figures land in benchmarks/results/
@@ -57,7 +59,19 @@ if compgen -G ".dsl/cute-*/*.piece-00" > /dev/null && [[ ! -d $dsl/nvidia_cutlas
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$dsl" /tmp/crucible-dsl/wheels/*.whl \
     || echo "installing the CuTe DSL from .dsl failed: the torch2cute tasks cannot run"
 fi
+# TileLang, when its parts were carried (.dsl/tilelang-*), into the same folder.
+if compgen -G ".dsl/tilelang-*/*.piece-00" > /dev/null && [[ ! -d $dsl/tilelang ]]; then
+  mkdir -p /tmp/crucible-dsl/tl-wheels "$dsl"
+  for piece in .dsl/tilelang-*/*.piece-00; do
+    wheel=$(basename "${piece%.piece-00}")
+    for f in .dsl/tilelang-*/"$wheel".piece-*; do echo "${f##*.piece-} $f"; done | sort -n | cut -d' ' -f2 | xargs cat \
+      > "/tmp/crucible-dsl/tl-wheels/$wheel"
+  done
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$dsl" /tmp/crucible-dsl/tl-wheels/*.whl \
+    || echo "installing TileLang from .dsl failed: the torch2tilelang tasks cannot run"
+fi
 [[ -d $dsl/nvidia_cutlass_dsl ]] && export PYTHONPATH="$dsl:$dsl/nvidia_cutlass_dsl/dsl_packages:$PYTHONPATH"
+[[ -d $dsl/tilelang && ! -d $dsl/nvidia_cutlass_dsl ]] && export PYTHONPATH="$dsl:$PYTHONPATH"
 export CRUCIBLE_CACHE=${CRUCIBLE_CACHE:-/tmp/crucible-cache}
 python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__, "gpu", torch.cuda.get_device_name(0))'
 limit=${STEP_TIMEOUT:-540}
@@ -90,6 +104,19 @@ for s in ${steps//,/ }; do
       else
         echo "the CuTe DSL does not import (carry .dsl/cute-1, .dsl/cute-2 and .dsl/cute-3 first):"
         cat "$logs/cute-import.log"; rc=1
+      fi ;;
+    tilelang)  # the torch2tilelang tasks; needs TileLang (above) and nvcc
+      # shellcheck disable=SC2086
+      if python3 -c 'import tilelang' 2>"$logs/tilelang-import.log" && command -v nvcc > /dev/null; then
+        python3 -c 'import tilelang; print("tilelang", tilelang.__version__)' || true
+        nvcc --version | tail -2
+        step validate-tilelang python3 -m crucible.harness.cli tasks validate ${TASKS:-torch2tilelang/rmsnorm \
+          torch2tilelang/silu_and_mul torch2tilelang/fused_add_rmsnorm torch2tilelang/rope} --jobs 1 \
+          --table benchmarks/results/validation-tilelang.md
+      else
+        echo "TileLang does not import, or nvcc is not on PATH (carry .dsl/tilelang-1 and .dsl/tilelang-2 first):"
+        command -v nvcc || echo "no nvcc on PATH"
+        cat "$logs/tilelang-import.log"; rc=1
       fi ;;
     calibrate)  # measured ceilings replace the built-in table for every later step on this machine
       step calibrate python3 -m crucible.harness.cli calibrate --json ;;
@@ -141,7 +168,7 @@ for s in ${steps//,/ }; do
       crucible report "$run_dir" --json > benchmarks/results/scripted_run_report.json 2>>"$logs/run.log"
       crucible report "$run_dir" > benchmarks/results/scripted_run_report.txt 2>>"$logs/run.log"
       [[ -n ${OUT:-} ]] && tar czf "$OUT/gpu-run.tgz" "$run_dir" ;;
-    *) echo "unknown step $s (validate, cute, calibrate, tests, judge, redteam, scale, final, integrity, profiler, mcp, run)"; rc=2 ;;
+    *) echo "unknown step $s (validate, cute, tilelang, calibrate, tests, judge, redteam, scale, final, integrity, profiler, mcp, run)"; rc=2 ;;
   esac
 done
 [[ -n ${OUT:-} ]] && tar czf "$OUT/gpu-results.tgz" benchmarks/results
