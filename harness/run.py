@@ -32,6 +32,7 @@ from typing import TextIO
 from crucible.toolkit.evaluation import Backend, resolve_backend
 from crucible.toolkit.results import EVALUATOR_VERSION
 from crucible.toolkit.task import Task, discover_tasks, find_task
+from crucible.toolkit.toolchains import get_toolchain
 
 from .agents import Agent, AgentUnavailable, get_agent
 from .models import RunConfig, SessionSpec
@@ -53,8 +54,8 @@ class RunError(Exception):
 
 
 def runnable(task: Task, backend: Backend) -> bool:
-    """The cpu backend runs Triton kernels only (in the interpreter); CUDA/HIP need their GPU."""
-    return backend != "cpu" or task.spec.language == "triton"
+    """The cpu backend runs only languages with an interpreter there (Triton's); the others need their GPU."""
+    return backend != "cpu" or get_toolchain(task.spec.language).runs_on_cpu
 
 
 def choose_tasks(config: RunConfig, backend: Backend) -> tuple[list[Task], list[str]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from ..integrity import LIBRARY_KERNEL, finding
 from ..protocol import Profiled
 from ..results import IntegrityFinding, KernelTime
+from ..toolchains import get_toolchain
 from ..tripwires import shorten
 
 BOOKKEEPING_OPS = {
@@ -49,7 +50,7 @@ def what_ran_findings(prof: Profiled, forbid: list[str], share_max: float, langu
                                  f"call's {total:.1f} us of device time (the task allows {share_max:.0%}): "
                                  + _listing(library)))
         return found
-    if language == "triton" and not prof.interpreter_launches:
+    if get_toolchain(language).runs_on_cpu and not prof.interpreter_launches:  # Triton's interpreter
         found.append(finding("no_own_kernel", config, "the call launched no Triton kernel"))
     compute = [k for k in prof.kernels if k.name.startswith("aten::") and k.name not in BOOKKEEPING_OPS]
     touched = sum(k.elements for k in compute)
