@@ -54,8 +54,11 @@ class RunError(Exception):
 
 
 def runnable(task: Task, backend: Backend) -> bool:
-    """The cpu backend runs only languages with an interpreter there (Triton's); the others need their GPU."""
-    return backend != "cpu" or get_toolchain(task.spec.language).runs_on_cpu
+    """The cpu backend runs only languages with an interpreter there (Triton's); the others need their GPU,
+    and a language whose optional package is missing here (the CuTe DSL, TileLang) runs nowhere: its
+    sessions would fail on our account, not the agent's."""
+    toolchain = get_toolchain(task.spec.language)
+    return (backend != "cpu" or toolchain.runs_on_cpu) and toolchain.available() is None
 
 
 def choose_tasks(config: RunConfig, backend: Backend) -> tuple[list[Task], list[str]]:
@@ -73,8 +76,8 @@ def choose_tasks(config: RunConfig, backend: Backend) -> tuple[list[Task], list[
     skipped = [t.id for t in chosen if not runnable(t, backend)]
     chosen = [t for t in chosen if runnable(t, backend)]
     if not chosen:
-        raise RunError(f"none of the chosen tasks can run on the {backend} backend (needs a GPU): "
-                       f"{', '.join(skipped)}")
+        raise RunError(f"none of the chosen tasks can run on the {backend} backend (they need a GPU, or a "
+                       f"language package this machine lacks): {', '.join(skipped)}")
     return chosen, skipped
 
 

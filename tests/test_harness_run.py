@@ -264,3 +264,17 @@ def test_the_smoke_suite_is_the_triton_tasks_and_core_is_all(monkeypatch: pytest
     assert select(tasks, suite="core") == tasks
     monkeypatch.setenv("CRUCIBLE_TASKS", str(FIXTURES))  # a suite folder without suites.toml has `core` only
     assert set(load_suites()) == {"core"}
+
+
+def test_a_task_whose_language_package_is_missing_is_left_out_not_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Its runner could not import the DSL: every session would fail on our account, not the agent's.
+    from crucible.harness.run import runnable
+    from crucible.toolkit.task import find_task
+    from crucible.toolkit.toolchains import TOOLCHAINS
+
+    cute, triton = find_task("torch2cute/rmsnorm"), find_task("triton2triton/softmax")
+    monkeypatch.setattr(TOOLCHAINS["cute"], "available", lambda: "the CuTe DSL is not installed here")
+    assert not runnable(cute, "cuda") and not runnable(cute, "cpu")
+    assert runnable(triton, "cuda") and runnable(triton, "cpu")
+    monkeypatch.setattr(TOOLCHAINS["cute"], "available", lambda: None)
+    assert runnable(cute, "cuda") and not runnable(cute, "cpu")
