@@ -206,6 +206,24 @@ def read_ledger(spec: SessionSpec, path: Path) -> tuple[list[ToolCallRow], list[
         ledger.close()
 
 
+def _checked_against_the_ledger(end: SessionEnd, tool_calls: list[ToolCallRow], usage: Usage) -> SessionEnd:
+    """An agent's infra_error rests on its CLI's stream ("the MCP server could not be used"), which the
+    agent's own shell can write to: a failing agent would forge it to go unscored and be run again. The
+    harness's ledger decides: a server that answered a call was usable, and a tampered stream decides
+    nothing. Either way the session ends as the agent's crash, and its last submission is scored."""
+    if end.reason != "infra_error":
+        return end
+    answered = sum(c.outcome == "ok" for c in tool_calls)
+    if answered:
+        why = f"the crucible MCP server answered {answered} of its tool calls"
+    elif usage.foreign_events:
+        why = f"its stream held {usage.foreign_events} event(s) the CLI cannot have written"
+    else:
+        return end
+    return SessionEnd(reason="crash", message=f"the agent's client reported an infrastructure failure ({end.message}), "
+                      f"but {why}: the session counts as the agent's", exit_code=end.exit_code)
+
+
 def score_last(task: Task, submissions: list[SubmissionRecord], backend: Backend, folder: Path,
                scorer: Scorer | None = None) -> ScoreRow:
     """Score the last submission (on `scorer`'s GPUs; None: here, in a fresh worker); a failure of our code
@@ -283,6 +301,7 @@ def run_session(spec: SessionSpec, config: RunConfig, agent: Agent, *, run_dir: 
                                  f"limit and was stopped by the harness; {end.message}", exit_code=end.exit_code)
             # Tool calls and wall time are the harness's own records, not the agent's claim.
             usage = result.usage.model_copy(update={"tool_calls": by_tool, "wall_s": round(wall_s, 3)})
+            end = _checked_against_the_ledger(end, tool_calls, usage)
         if end.reason != "infra_error":
             score = score_last(task, submissions, backend, folder, scorer)
         state = "infra_error" if end.reason == "infra_error" else "done"

@@ -294,3 +294,23 @@ def test_negative_counts_are_foreign_events_and_cannot_subtract_from_a_session()
     claude_usage = claude.parse_events([_claude_result(1.0, 5),
                                         json.dumps({"type": "result", "subtype": "success", "total_cost_usd": -5})])
     assert claude_usage.foreign_events == 1 and claude_usage.cost_usd == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(("parse", "forged"), [
+    (claude.parse_events, {"type": "assistant", "message": "x"}),
+    (claude.parse_events, {"type": "assistant", "message": {"content": ["x"]}}),
+    (claude.parse_events, {"type": "system", "subtype": "init", "mcp_servers": [{"name": ["a"]}]}),
+    (claude.parse_events, {"type": "user", "message": {"content": [{"type": "tool_result", "tool_use_id": [1]}]}}),
+    (claude.parse_events, {"type": "system", "subtype": "init", "model": 5}),
+    (codex.parse_events, {"type": "item.completed", "item": "x"}),
+    (codex.parse_events, {"type": "turn.completed", "usage": "x"}),
+    (cursor.parse_events, {"type": "system", "subtype": "init", "model": 5}),
+    (cursor.parse_events, {"model_call_id": [1]}),
+    (cursor.parse_events, {"type": "tool_call", "subtype": "completed", "tool_call": ["x"]}),
+])
+def test_an_event_with_fields_of_the_wrong_type_is_foreign_and_never_breaks_the_parse(parse, forged) -> None:
+    # Written into the CLI's stdout by the agent's shell, such a line made the parser raise: the session
+    # became infra_error (never scored, run again on --resume).
+    usage = parse([json.dumps(forged), _claude_result(1.0, 5)], "claude-sonnet-4-5")
+    assert usage.foreign_events >= 1
+    assert usage.model is None or isinstance(usage.model, str)

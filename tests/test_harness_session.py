@@ -122,3 +122,21 @@ def test_an_interrupted_run_leaves_the_session_for_resume(tmp_path: Path) -> Non
     with pytest.raises(SessionInterrupted):
         run_session(spec("solution"), RunConfig(), SCRIPTED, run_dir=tmp_path, backend="cpu",
                     sandbox=lambda ws, home: [], stop=stop)
+
+
+def test_an_infra_error_the_agents_stream_claims_is_the_agents_crash_once_the_ledger_saw_the_server_work() -> None:
+    # The agent's shell can write "the MCP server failed" into its CLI's stream; an infra_error would leave
+    # a failing session unscored and run it again.
+    from crucible.harness.session import _checked_against_the_ledger
+    from crucible.harness.store import ToolCallRow
+
+    claimed = SessionEnd(reason="infra_error", message="Codex could not use the crucible MCP server: mcp crucible")
+    call = ToolCallRow(session_id="s", call_id=1, tool="run_tests", arguments={}, started_at="t", outcome="ok")
+    failed = call.model_copy(update={"outcome": "error"})
+    end = _checked_against_the_ledger(claimed, [call, failed], Usage())
+    assert end.reason == "crash" and "answered 1 of its tool calls" in end.message
+    end = _checked_against_the_ledger(claimed, [failed], Usage(foreign_events=2))
+    assert end.reason == "crash" and "2 event(s) the CLI cannot have written" in end.message
+    assert _checked_against_the_ledger(claimed, [failed], Usage()) == claimed  # no call answered: ours
+    finished = SessionEnd(reason="finished")
+    assert _checked_against_the_ledger(finished, [call], Usage(foreign_events=1)) == finished

@@ -16,7 +16,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 TOOL_NAMES = ("get_task", "compile", "run_tests", "profile", "submit")
 """The crucible MCP server's tools, in the order an agent usually needs them."""
@@ -236,6 +236,11 @@ def find_binary(binary: str, install_hint: str) -> str:
     if found is None:
         raise ClientError(f"`{binary}` is not installed: {install_hint}")
     return str(Path(found).absolute())
+
+
+MALFORMED = (AttributeError, TypeError, ValueError, KeyError, ValidationError)
+"""What reading an event whose fields have the wrong types raises (a string where the client writes an
+object, a list where it writes a name): an event someone else wrote, never a reason to fail the session."""
 
 
 def apply_final(usage: SessionUsage, *, turns: int, input_tokens: int, output_tokens: int,

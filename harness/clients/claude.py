@@ -13,9 +13,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, NonNegativeFloat, NonNegativeInt, ValidationError
+from pydantic import BaseModel, NonNegativeFloat, NonNegativeInt
 
 from .base import (
+    MALFORMED,
     ClientError,
     HeadlessSpec,
     McpServer,
@@ -116,33 +117,35 @@ def parse_events(lines: Iterable[str], model: str | None = None) -> SessionUsage
     usage = SessionUsage(client=NAME, model=model)
     calls: dict[str, ToolCall] = {}
     for event in json_events(lines, usage):
-        kind = event.get("type")
-        content = (event.get("message") or {}).get("content")
-        if kind == "system" and event.get("subtype") == "init":
-            usage.model = event.get("model") or usage.model
-            usage.mcp_servers = {s["name"]: s.get("status", "?") for s in event.get("mcp_servers") or []
-                                 if isinstance(s, dict) and "name" in s}
-        elif kind == "assistant" and isinstance(content, list):
-            for block in content:
-                if block.get("type") == "tool_use":
-                    call = calls[block.get("id", str(len(calls)))] = _split(block.get("name", "?"))
-                    usage.tool_calls.append(call)
-        elif kind == "user" and isinstance(content, list):
-            for block in content:
-                if block.get("type") == "tool_result" and block.get("tool_use_id") in calls:
-                    calls[block["tool_use_id"]].ok = not block.get("is_error", False)
-        elif kind == "result":
-            try:
+        try:
+            kind = event.get("type")
+            content = (event.get("message") or {}).get("content")
+            if kind == "system" and event.get("subtype") == "init":
+                named = event.get("model")
+                if not isinstance(named, str | None):
+                    raise TypeError(f"the init event's model is {type(named).__name__}")
+                usage.model = named or usage.model
+                usage.mcp_servers = {s["name"]: s.get("status", "?") for s in event.get("mcp_servers") or []
+                                     if isinstance(s, dict) and "name" in s}
+            elif kind == "assistant" and isinstance(content, list):
+                for block in content:
+                    if block.get("type") == "tool_use":
+                        call = calls[block.get("id", str(len(calls)))] = _split(block.get("name", "?"))
+                        usage.tool_calls.append(call)
+            elif kind == "user" and isinstance(content, list):
+                for block in content:
+                    if block.get("type") == "tool_result" and block.get("tool_use_id") in calls:
+                        calls[block["tool_use_id"]].ok = not block.get("is_error", False)
+            elif kind == "result":
                 res = _Result.model_validate(event)
-            except ValidationError:
-                usage.foreign_events += 1
-                continue
-            apply_final(usage, turns=res.num_turns, input_tokens=res.usage.input_tokens,
-                        output_tokens=res.usage.output_tokens, cache_read_tokens=res.usage.cache_read_input_tokens,
-                        cache_write_tokens=res.usage.cache_creation_input_tokens, cost_usd=res.total_cost_usd)
-            usage.duration_ms = res.duration_ms
-            usage.status = _STATUS.get(res.subtype, "error")  # type: ignore[assignment]
-            if res.is_error and usage.status == "success":
-                usage.status = "error"
-            usage.detail = res.subtype if usage.status != "success" else None
+                apply_final(usage, turns=res.num_turns, input_tokens=res.usage.input_tokens,
+                            output_tokens=res.usage.output_tokens, cache_read_tokens=res.usage.cache_read_input_tokens,
+                            cache_write_tokens=res.usage.cache_creation_input_tokens, cost_usd=res.total_cost_usd)
+                usage.duration_ms = res.duration_ms
+                usage.status = _STATUS.get(res.subtype, "error")  # type: ignore[assignment]
+                if res.is_error and usage.status == "success":
+                    usage.status = "error"
+                usage.detail = res.subtype if usage.status != "success" else None
+        except MALFORMED:  # a field of the wrong type: not the client's writing (SessionUsage.foreign_events)
+            usage.foreign_events += 1
     return usage.priced()

@@ -17,9 +17,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, NonNegativeInt, ValidationError
+from pydantic import BaseModel, NonNegativeInt
 
-from .base import HeadlessSpec, McpServer, SessionUsage, StdioServer, ToolCall, check_server_name, json_events
+from .base import (
+    MALFORMED,
+    HeadlessSpec,
+    McpServer,
+    SessionUsage,
+    StdioServer,
+    ToolCall,
+    check_server_name,
+    json_events,
+)
 
 NAME = "codex"
 BINARY = "codex"
@@ -104,30 +113,29 @@ def parse_events(lines: Iterable[str], model: str | None = None) -> SessionUsage
     """`model`: the one the run asked for; Codex's events do not name it, and the price depends on it."""
     usage = SessionUsage(client=NAME, model=model, reasoning_tokens=0)
     for event in json_events(lines, usage):
-        kind = event.get("type")
-        item = event.get("item") or {}
-        if kind == "item.completed" and item.get("type") == "mcp_tool_call":
-            usage.tool_calls.append(ToolCall(name=item.get("tool", "?"), server=item.get("server"),
-                                             ok=item.get("status") == "completed" and not item.get("error")))
-        elif kind == "item.completed" and item.get("type") in _BUILTIN_ITEMS:
-            usage.tool_calls.append(ToolCall(name=_BUILTIN_ITEMS[item["type"]],
-                                             ok=item.get("status") in (None, "completed")))
-        elif kind == "turn.completed":
-            try:  # turns add up: a forged one can only add, unless its counts are negative
+        try:
+            kind = event.get("type")
+            item = event.get("item") or {}
+            if kind == "item.completed" and item.get("type") == "mcp_tool_call":
+                usage.tool_calls.append(ToolCall(name=item.get("tool", "?"), server=item.get("server"),
+                                                 ok=item.get("status") == "completed" and not item.get("error")))
+            elif kind == "item.completed" and item.get("type") in _BUILTIN_ITEMS:
+                usage.tool_calls.append(ToolCall(name=_BUILTIN_ITEMS[item["type"]],
+                                                 ok=item.get("status") in (None, "completed")))
+            elif kind == "turn.completed":
                 u = _Usage.model_validate(event.get("usage") or {})
-            except ValidationError:
-                usage.foreign_events += 1
-                continue
-            usage.turns += 1
-            usage.input_tokens += max(0, u.input_tokens - u.cached_input_tokens - u.cache_write_input_tokens)
-            usage.cache_read_tokens += u.cached_input_tokens
-            usage.cache_write_tokens += u.cache_write_input_tokens
-            usage.output_tokens += u.output_tokens
-            usage.reasoning_tokens = (usage.reasoning_tokens or 0) + u.reasoning_output_tokens
-            usage.status, usage.detail = "success", None  # an earlier `error` event was retried
-        elif kind in ("turn.failed", "error"):
-            usage.status = "error"
-            err = event.get("error") or {}
-            usage.detail = err.get("message") if isinstance(err, dict) else None
-            usage.detail = usage.detail or event.get("message")
+                usage.turns += 1
+                usage.input_tokens += max(0, u.input_tokens - u.cached_input_tokens - u.cache_write_input_tokens)
+                usage.cache_read_tokens += u.cached_input_tokens
+                usage.cache_write_tokens += u.cache_write_input_tokens
+                usage.output_tokens += u.output_tokens
+                usage.reasoning_tokens = (usage.reasoning_tokens or 0) + u.reasoning_output_tokens
+                usage.status, usage.detail = "success", None  # an earlier `error` event was retried
+            elif kind in ("turn.failed", "error"):
+                usage.status = "error"
+                err = event.get("error") or {}
+                usage.detail = err.get("message") if isinstance(err, dict) else None
+                usage.detail = usage.detail or event.get("message")
+        except MALFORMED:  # a field of the wrong type: not the client's writing (SessionUsage.foreign_events)
+            usage.foreign_events += 1
     return usage.priced()

@@ -15,9 +15,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, NonNegativeInt, ValidationError
+from pydantic import BaseModel, Field, NonNegativeInt
 
 from .base import (
+    MALFORMED,
     HeadlessSpec,
     McpServer,
     SessionUsage,
@@ -95,25 +96,24 @@ def parse_events(lines: Iterable[str], model: str | None = None) -> SessionUsage
     usage = SessionUsage(client=NAME, model=model)
     model_calls: set[str] = set()
     for event in json_events(lines, usage):
-        kind = event.get("type")
-        if event.get("model_call_id"):
-            model_calls.add(event["model_call_id"])  # one per model call that led to tool calls
-        if kind == "system" and event.get("subtype") == "init":
-            stream_model = event.get("model")
-            if stream_model and stream_model.lower() != "auto":
-                usage.model = stream_model
-        elif kind == "tool_call" and event.get("subtype") == "completed":
-            usage.tool_calls.append(_tool_call(event.get("tool_call") or {}))
-        elif kind == "result":
-            try:
+        try:
+            kind = event.get("type")
+            if event.get("model_call_id"):
+                model_calls.add(event["model_call_id"])  # one per model call that led to tool calls
+            if kind == "system" and event.get("subtype") == "init":
+                stream_model = event.get("model")
+                if stream_model and stream_model.lower() != "auto":
+                    usage.model = stream_model
+            elif kind == "tool_call" and event.get("subtype") == "completed":
+                usage.tool_calls.append(_tool_call(event.get("tool_call") or {}))
+            elif kind == "result":
                 u = _Usage.model_validate(event.get("usage") or {})
-            except ValidationError:
-                usage.foreign_events += 1
-                continue
-            apply_final(usage, turns=len(model_calls) + 1,  # the final answer has no model_call_id
-                        input_tokens=u.input_tokens, output_tokens=u.output_tokens,
-                        cache_read_tokens=u.cache_read_tokens, cache_write_tokens=u.cache_write_tokens, cost_usd=None)
-            usage.duration_ms = event.get("duration_ms")
-            usage.status = "error" if event.get("is_error") or event.get("subtype") != "success" else "success"
-            usage.detail = None if usage.status == "success" else event.get("subtype") or event.get("result")
+                apply_final(usage, turns=len(model_calls) + 1,  # the final answer has no model_call_id
+                            input_tokens=u.input_tokens, output_tokens=u.output_tokens,
+                            cache_read_tokens=u.cache_read_tokens, cache_write_tokens=u.cache_write_tokens, cost_usd=None)
+                usage.duration_ms = event.get("duration_ms")
+                usage.status = "error" if event.get("is_error") or event.get("subtype") != "success" else "success"
+                usage.detail = None if usage.status == "success" else event.get("subtype") or event.get("result")
+        except MALFORMED:  # a field of the wrong type: not the client's writing (SessionUsage.foreign_events)
+            usage.foreign_events += 1
     return usage.priced()
