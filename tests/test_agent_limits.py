@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from crucible.harness.agents.process import AgentLimits, folder_bytes, run_headless
+from crucible.harness.agents.process import AgentLimits, folder_usage, run_headless
 from crucible.toolkit.sandbox import probe
 
 CAPS = probe()
@@ -91,9 +91,31 @@ time.sleep(0.5)
     pytest.fail("the escaped process outlived its session")
 
 
-def test_folder_bytes_counts_what_is_written_and_stops_early(tmp_path: Path) -> None:
+def test_folder_usage_counts_what_is_written_and_every_entry(tmp_path: Path) -> None:
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "f").write_bytes(b"x" * (1 << 20))
     (tmp_path / "g").write_bytes(b"y" * (1 << 20))
-    assert folder_bytes([tmp_path]) >= 2 << 20
-    assert folder_bytes([tmp_path / "missing"]) == 0
+    used, entries = folder_usage([tmp_path])
+    assert used >= 2 << 20 and entries == 3
+    assert folder_usage([tmp_path / "missing"]) == (0, 0)
+    # links with long targets take blocks, empty files take inodes: both were invisible to a count of
+    # regular files' bytes
+    links = tmp_path / "links"
+    links.mkdir()
+    for i in range(200):
+        (links / f"l{i}").symlink_to("t" * 3000)
+        (links / f"e{i}").touch()
+    used_after, entries_after = folder_usage([tmp_path])
+    assert used_after - used >= 200 * 4096 and entries_after == entries + 1 + 400
+    assert folder_usage([tmp_path], stop_entries=10)[1] < entries_after  # stops counting early
+
+
+def test_an_agent_that_floods_its_stdout_is_stopped_at_the_output_limit(tmp_path: Path) -> None:
+    # Its stream is kept in the harness's memory (every session's MCP server lives in that process).
+    flood = "import sys\nline = 'a' * 1000 + '\\n'\nwhile True: sys.stdout.write(line)"
+    result = run(tmp_path, flood, AgentLimits(output_mb=2))
+    assert result.stopped == "resource_limit" and "2 MB to its stdout or stderr" in result.limit_note
+    assert sum(len(line) for line in result.lines) <= 2 << 20
+    spill = "import sys\nwhile True: sys.stderr.write('b' * 100000)"
+    result = run(tmp_path, spill, AgentLimits(output_mb=2))
+    assert result.stopped == "resource_limit" and len(result.stderr_tail) <= 4000

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import shutil
 import signal
@@ -39,6 +40,9 @@ SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 KILL_GRACE_S = 2.0
 """Between SIGTERM and SIGKILL of the group: lets a CLI flush its last event."""
 STDERR_TAIL = 4000
+LINE_LIMIT_BYTES = 1 << 20
+"""A longer stdout line is read in pieces of this size (each then an unparsed line, not a megabyte string
+per character the CLI never ended)."""
 
 Stopped = Literal["exited", "time_limit", "cancelled", "budget", "resource_limit"]
 
@@ -53,7 +57,12 @@ class AgentLimits(BaseModel):
     max_processes: int = 512
     memory_mb: int = 16384
     disk_mb: int = 4096
-    """Workspace and HOME together."""
+    """Workspace and HOME together: every entry's blocks (links and folders too)."""
+    files: int = 200_000
+    """Entries (files, folders, links) in the workspace and HOME: a million empty files take no bytes but
+    the host's inodes."""
+    output_mb: int = 256
+    """What the CLI may write to stdout (its event stream, kept in the harness's memory) and to stderr."""
     disk_check_s: float = 1.0
 
 
@@ -107,9 +116,11 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
-def folder_bytes(folders: Sequence[Path], stop_at: int | None = None) -> int:
-    """Bytes of the regular files under `folders` (links not followed); stops counting past `stop_at`."""
-    total = 0
+def folder_usage(folders: Sequence[Path], stop_bytes: int | None = None,
+                 stop_entries: int | None = None) -> tuple[int, int]:
+    """(bytes, entries) under `folders`: the blocks of every entry, links and folders included (thousands
+    of links with long targets take disk too), links not followed; stops counting past either limit."""
+    total = count = 0
     stack = [str(f) for f in folders]
     while stack:
         try:
@@ -117,16 +128,16 @@ def folder_bytes(folders: Sequence[Path], stop_at: int | None = None) -> int:
         except OSError:
             continue
         for e in entries:
+            count += 1
             try:
                 if e.is_dir(follow_symlinks=False):
                     stack.append(e.path)
-                elif e.is_file(follow_symlinks=False):
-                    total += e.stat(follow_symlinks=False).st_blocks * 512
+                total += e.stat(follow_symlinks=False).st_blocks * 512
             except OSError:
                 continue
-        if stop_at is not None and total > stop_at:
-            break
-    return total
+            if (stop_bytes is not None and total > stop_bytes) or (stop_entries is not None and count > stop_entries):
+                return total, count
+    return total, count
 
 
 def run_headless(cmd: Sequence[str], *, cwd: Path, env: dict[str, str], events_path: Path, stderr_path: Path,
@@ -148,8 +159,10 @@ def run_headless(cmd: Sequence[str], *, cwd: Path, env: dict[str, str], events_p
     cgroup = _agent_cgroup(limits) if limits else None
     prefix = cgroup.join_prefix() if cgroup else []
     disk_limit = limits.disk_mb << 20 if limits and writable else None
+    output_limit = (limits or AgentLimits()).output_mb << 20
     next_disk_check = started
     why_limited = ""
+    flooded = threading.Event()
     with open(stderr_path, "wb") as err, open(events_path, "w", encoding="utf-8") as events:
         proc = subprocess.Popen([*prefix, *cmd], cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=err, start_new_session=True)
@@ -157,7 +170,12 @@ def run_headless(cmd: Sequence[str], *, cwd: Path, env: dict[str, str], events_p
 
         def pump() -> None:
             assert proc.stdout is not None
-            for raw in iter(proc.stdout.readline, b""):
+            written = 0
+            for raw in iter(lambda: proc.stdout.readline(LINE_LIMIT_BYTES), b""):  # type: ignore[union-attr]
+                written += len(raw)
+                if written > output_limit:  # kept in memory: a flood must stop at a bound, not the host's
+                    flooded.set()
+                    break
                 line = raw.decode("utf-8", errors="replace").rstrip("\n")
                 lines.append(line)
                 events.write(line + "\n")
@@ -176,14 +194,17 @@ def run_headless(cmd: Sequence[str], *, cwd: Path, env: dict[str, str], events_p
                 stopped = "budget"
             elif time.monotonic() >= deadline:
                 stopped = "time_limit"
+            elif flooded.is_set() or os.fstat(err.fileno()).st_size > output_limit:
+                stopped = "resource_limit"
+                why_limited = f"stopped: the agent wrote more than {output_limit >> 20} MB to its stdout or stderr"
             elif disk_limit is not None and time.monotonic() >= next_disk_check:
                 assert limits is not None
                 next_disk_check = time.monotonic() + limits.disk_check_s
-                used = folder_bytes(writable, stop_at=disk_limit)
-                if used > disk_limit:
+                used, entries = folder_usage(writable, stop_bytes=disk_limit, stop_entries=limits.files)
+                if used > disk_limit or entries > limits.files:
                     stopped = "resource_limit"
                     why_limited = (f"stopped: the workspace and HOME hold more than the {limits.disk_mb} MB disk "
-                                 "limit")
+                                   f"limit or {limits.files:,} files")
             if stopped != "exited":
                 break
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -209,7 +230,9 @@ def run_headless(cmd: Sequence[str], *, cwd: Path, env: dict[str, str], events_p
     if oom and stopped == "exited" and limits is not None:
         stopped, why_limited = "resource_limit", f"the kernel killed the agent at its {limits.memory_mb} MB memory limit"
     exit_code = proc.returncode if stopped == "exited" else None
-    tail = stderr_path.read_bytes()[-STDERR_TAIL:].decode("utf-8", errors="replace")
+    with open(stderr_path, "rb") as err_file:  # its tail only: the file may be as large as the limit
+        err_file.seek(max(0, stderr_path.stat().st_size - STDERR_TAIL))
+        tail = err_file.read().decode("utf-8", errors="replace")
     return ProcessResult(exit_code=exit_code, stopped=stopped, wall_s=time.monotonic() - started, pgid=pgid,
                          lines=list(lines), stderr_tail=tail, limit_note=why_limited)
 
@@ -222,18 +245,24 @@ def _agent_cgroup(limits: AgentLimits) -> RunCgroup | None:
 
 class BudgetWatch:
     """Stops a CLI that reports no cost of its own once its tokens, priced by the table, pass the budget.
-    Re-parses the stream whenever a line carries usage (streams are short; parsing stays cheap)."""
+    Re-parses the stream when a line carries usage, at most once per PARSE_EVERY_S (a stream of lines that
+    all say "usage" would otherwise cost a parse of the whole stream per line); the session's end reads
+    the whole stream again, so a budget passed in the last second is still seen."""
+
+    PARSE_EVERY_S = 1.0
 
     def __init__(self, parse: Callable[[list[str], str | None], SessionUsage], model: str | None,
                  budget_usd: float) -> None:
         self.parse, self.model, self.budget_usd = parse, model, budget_usd
         self.lines: list[str] = []
         self.cost_usd: float | None = None
+        self.parsed_at = -math.inf
 
     def __call__(self, line: str) -> bool:
         self.lines.append(line)
-        if '"usage"' not in line:
+        if '"usage"' not in line or time.monotonic() < self.parsed_at + self.PARSE_EVERY_S:
             return False
+        self.parsed_at = time.monotonic()
         self.cost_usd = self.parse(self.lines, self.model).cost_usd
         return self.cost_usd is not None and self.cost_usd > self.budget_usd
 
