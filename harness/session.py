@@ -20,6 +20,7 @@ run is interrupted (then the session is left `running`, and `--resume` redoes it
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -38,6 +39,7 @@ from pathlib import Path
 
 import anyio
 import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from crucible.server import SessionConfig, build_server
 from crucible.server.http import http_app
@@ -115,6 +117,25 @@ def evaluator_digest() -> str:
 # ---------------------------------------------------------------- the MCP endpoint
 
 
+MAX_CONNECTIONS = 32
+"""Open connections one session's MCP server holds (a client keeps one or two): more are closed at once."""
+IDLE_CONNECTION_S = 10.0
+"""A connection that has sent no request by then is closed."""
+
+
+class _BoundedH11(H11Protocol):
+    """uvicorn's HTTP/1.1 protocol with a bound on open connections and on idle ones. uvicorn holds a
+    connection that never sends a request forever, and its limit_concurrency only answers requests: an
+    agent opening thousands took the harness's file descriptors (every session's ledger and store)."""
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        if len(self.connections) > MAX_CONNECTIONS:
+            transport.close()
+            return
+        self.timeout_keep_alive_task = self.loop.call_later(IDLE_CONNECTION_S, self.timeout_keep_alive_handler)
+
+
 @contextmanager
 def serve_session(session: SessionConfig, token: str) -> Iterator[str]:
     """Host the session's MCP server on 127.0.0.1 (a free port) in a thread; yields its URL."""
@@ -127,7 +148,7 @@ def serve_session(session: SessionConfig, token: str) -> Iterator[str]:
     sock.listen(128)
     port = sock.getsockname()[1]
     config = uvicorn.Config(http_app(server, token, "127.0.0.1"), log_level="warning", lifespan="on",
-                            timeout_graceful_shutdown=5)
+                            timeout_graceful_shutdown=5, http=_BoundedH11)
     userver = uvicorn.Server(config)
     failed: list[BaseException] = []
 

@@ -140,3 +140,40 @@ def test_an_infra_error_the_agents_stream_claims_is_the_agents_crash_once_the_le
     assert _checked_against_the_ledger(claimed, [failed], Usage()) == claimed  # no call answered: ours
     finished = SessionEnd(reason="finished")
     assert _checked_against_the_ledger(finished, [call], Usage(foreign_events=1)) == finished
+
+
+def test_the_sessions_mcp_server_closes_connections_past_its_bound_and_idle_ones(tmp_path: Path,
+                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # An agent holding thousands of idle connections took the harness's file descriptors.
+    import contextlib
+    import socket
+    import time
+
+    from crucible.harness import session as session_module
+    from crucible.server import SessionConfig
+    from crucible.toolkit.task import find_task
+    from crucible.toolkit.workspace import materialize
+
+    monkeypatch.setattr(session_module, "IDLE_CONNECTION_S", 1.0)
+    task = find_task("triton2triton/vadd")  # the fixture suite (conftest points CRUCIBLE_TASKS at it)
+    materialize(task, tmp_path / "ws")
+    config = SessionConfig(task_id=task.id, workspace=tmp_path / "ws", ledger=tmp_path / "ledger.db", backend="cpu")
+    with session_module.serve_session(config, "token") as url:
+        port = int(url.split(":")[2].split("/")[0])
+        held = [socket.create_connection(("127.0.0.1", port)) for _ in range(session_module.MAX_CONNECTIONS + 20)]
+        time.sleep(0.3)
+        closed = 0
+        for s in held:
+            s.settimeout(0.05)
+            with contextlib.suppress(TimeoutError):
+                closed += s.recv(1) == b""
+        assert closed >= 20
+        time.sleep(1.5)  # past the idle bound: none is left open
+        for s in held:
+            s.settimeout(1.0)
+            assert s.recv(1) == b""
+            s.close()
+        req = urllib.request.Request(url, data=b"{}", headers={"Authorization": "Bearer token"}, method="POST")
+        with pytest.raises(urllib.error.HTTPError) as answered:  # still serving: a malformed request, answered
+            urllib.request.urlopen(req, timeout=10)
+        assert answered.value.code in (400, 406, 415)
