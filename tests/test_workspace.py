@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from crucible.toolkit.task import discover_tasks, load_task
+from crucible.toolkit.task import discover_tasks, find_task, load_task
 from crucible.toolkit.workspace import WorkspaceError, materialize, read_source, take_snapshot
 
 SUITE, _ = discover_tasks()
@@ -90,3 +90,42 @@ def test_a_snapshot_takes_no_file_through_a_link_even_one_swapped_in_while_it_co
     (ws / "kernel.py").symlink_to(secret)
     with pytest.raises(WorkspaceError, match="kernel.py is a link or not a plain file"):
         take_snapshot(task, ws)
+
+
+def test_a_sessions_snapshot_store_keeps_to_its_size_by_dropping_the_oldest(tmp_path: Path) -> None:
+    # One snapshot per tool call that changed the workspace: an agent writing a new 4 MB header before every
+    # call filled the disk outside its own limits.
+    import os
+    import time
+
+    from crucible.toolkit.workspace import prune_store
+
+    store = tmp_path / "snapshots"
+    for i in range(6):
+        snap = store / f"s{i}"
+        snap.mkdir(parents=True)
+        (snap / "kernel.py").write_bytes(b"x" * 1000)
+        os.utime(snap, (time.time() - 100 + i, time.time() - 100 + i))
+    assert prune_store(store, keep=store / "s5", limit=10_000) == []
+    removed = prune_store(store, keep=store / "s0", limit=4_000)  # the one just made may be the oldest
+    assert removed == [store / "s1", store / "s2", store / "s3"]
+    assert sorted(p.name for p in store.iterdir()) == ["s0", "s4", "s5"]
+
+
+def test_a_snapshot_stops_reading_once_past_its_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os  # noqa: F811
+
+    from crucible.toolkit import workspace
+
+    task = find_task("triton2triton/softmax")
+    ws = tmp_path / "ws"
+    materialize(task, ws)
+    (ws / "big.h").write_bytes(b"y" * (3 << 20))
+    for i in range(50):  # links to one file: little disk, and the limit's worth 50 times over to read
+        os.link(ws / "big.h", ws / f"copy{i}.h")
+    read: list[int] = []
+    original = workspace.read_source
+    monkeypatch.setattr(workspace, "read_source", lambda *a, **k: read.append(1) or original(*a, **k))
+    with pytest.raises(WorkspaceError, match="bytes; the limit is"):
+        workspace.take_snapshot(task, ws, store=tmp_path / "store")
+    assert len(read) <= 3

@@ -137,11 +137,14 @@ def take_snapshot(task: Task, workspace: Path, store: Path | None = None) -> Sna
         raise WorkspaceError(f"the workspace holds {len(files)} source files; the limit is {MAX_SNAPSHOT_FILES}: "
                              "remove generated files")
     contents: dict[str, bytes] = {}
+    total = 0
     for path in files:
-        data = read_source(workspace, path)
+        data = read_source(workspace, path, limit=MAX_SNAPSHOT_BYTES - total)
         if data is not None:  # gone, or no longer a plain file of the workspace: as if never there
             contents[path.relative_to(workspace).as_posix()] = data
-    total = sum(len(d) for d in contents.values())
+            total += len(data)
+        if total > MAX_SNAPSHOT_BYTES:  # stop reading: 195 links to one 8 MB file held 1 GB before the check
+            break
     if total > MAX_SNAPSHOT_BYTES:
         raise WorkspaceError(f"the workspace holds {len(contents)} source files, {total} bytes; the limit is "
                              f"{MAX_SNAPSHOT_FILES} files and {MAX_SNAPSHOT_BYTES} bytes: remove generated files")
@@ -167,4 +170,35 @@ def take_snapshot(task: Task, workspace: Path, store: Path | None = None) -> Sna
             tmp.rename(root)
         except OSError:  # another process stored the same snapshot first: identical content
             shutil.rmtree(tmp, ignore_errors=True)
+        if store is not None:
+            prune_store(store, keep=root)
     return Snapshot(digest=digest, root=root, files=rel, bytes=total)
+
+
+MAX_STORE_BYTES = 1 << 30
+"""A session's snapshot store (one per tool call that changed the workspace): past this the oldest go. An
+honest session of a 20 KB workspace reaches it after 50,000 edits; an agent that writes a new 4 MB header
+before every call would otherwise fill the host's disk outside every limit of its own."""
+
+
+def prune_store(store: Path, keep: Path, limit: int = MAX_STORE_BYTES) -> list[Path]:
+    """Remove the oldest snapshots of `store` until it holds at most 3/4 of `limit` (never `keep`); the
+    removed ones. A call still queued on one then fails as a workspace error, never scores anything."""
+    snapshots = []
+    for entry in os.scandir(store):
+        if entry.is_dir(follow_symlinks=False) and not entry.name.startswith("."):
+            size = sum(f.stat(follow_symlinks=False).st_size for f in Path(entry.path).rglob("*")
+                       if f.is_file() and not f.is_symlink())
+            snapshots.append((entry.stat(follow_symlinks=False).st_mtime, size, Path(entry.path)))
+    total = sum(size for _, size, _ in snapshots)
+    removed: list[Path] = []
+    if total <= limit:
+        return removed
+    for _, size, path in sorted(snapshots, key=lambda s: s[0]):  # oldest first
+        if total <= limit * 3 // 4:
+            break
+        if path != keep:
+            shutil.rmtree(path, ignore_errors=True)
+            total -= size
+            removed.append(path)
+    return removed
