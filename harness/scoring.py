@@ -251,10 +251,9 @@ def score_evaluation(task: Task, ev: Evaluation, flags: list[str] | None = None)
                      compiled=ev.status != "compile_error", **base)
     if ev.status == "compile_error":
         return Score(verdict="compile_error", message=ev.message, **base)
-    if ev.status == "timeout":
-        return Score(verdict="timeout", message=ev.message, compiled=True, **base)
     # The runtime defences come first: a caught cheat is `flagged` with its evidence, whatever else it got
-    # right or wrong, so a person can audit it (docs/evaluation-rules.md).
+    # right or wrong or however it ended, so a person can audit it (docs/evaluation-rules.md); a kernel
+    # caught on one config and then hanging on the next must not end as a mere timeout.
     findings = [*ev.integrity, *(f for c in ev.configs for f in c.integrity)]
     if ev.status == "exit":
         findings.append(IntegrityFinding(defence="process_exit", evidence=ev.message[:300]))
@@ -265,6 +264,12 @@ def score_evaluation(task: Task, ev: Evaluation, flags: list[str] | None = None)
         return Score(verdict="flagged", message=f"caught by {', '.join(defences)}: {caught[0].flag()}",
                      compiled=True, **base)
     visible = [c for c in ev.configs if c.config in visible_names]
+    if ev.status == "timeout":  # wrong before it ran out of time: incorrect; else the timeout it is
+        wrong = [c for c in ev.configs if c.status in ("fail", "error")]
+        if wrong:
+            return Score(verdict="incorrect", message=f"wrong on {', '.join(c.config for c in wrong)} before the "
+                         f"evaluation ran out of time: {ev.message}", compiled=True, correct=False, **base)
+        return Score(verdict="timeout", message=ev.message, compiled=True, **base)
     if ev.status in CANDIDATE_FAILURES and not ev.configs:
         # Died before any config reported (a crash on import, an exit): nothing is known to be right.
         return Score(verdict="incorrect", message=f"{ev.status}: {ev.message}", compiled=True, correct=False,

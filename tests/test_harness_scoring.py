@@ -65,6 +65,20 @@ def test_a_candidate_that_dies_before_reporting_gets_the_matching_verdict(task: 
     assert score.verdict == verdict and score.speedup is None
 
 
+def test_a_timeout_after_a_caught_or_wrong_config_keeps_the_catch_and_the_failure(task: Task) -> None:
+    # A kernel caught (or wrong) on its first config that then hangs must not end as a plain timeout with
+    # the evidence gone.
+    from crucible.toolkit.results import IntegrityFinding
+
+    caught = cfg("small", "fail").model_copy(update={"integrity": [
+        IntegrityFinding(defence="input_mutation", config="small", evidence="the candidate modified input 'x'")]})
+    score = score_evaluation(task, ev("timeout", [caught]))
+    assert score.verdict == "flagged" and any("input_mutation" in f for f in score.flags)
+    score = score_evaluation(task, ev("timeout", [cfg("small", "fail")]))
+    assert score.verdict == "incorrect" and "wrong on small before" in score.message
+    assert score_evaluation(task, ev("timeout", [cfg("small")])).verdict == "timeout"
+
+
 @pytest.mark.parametrize("status", ["crash", "oom", "error"])
 def test_a_candidate_that_dies_after_every_config_was_right_is_incorrect_not_our_failure(task: Task,
                                                                                          status: str) -> None:
