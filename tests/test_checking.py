@@ -3,7 +3,14 @@ import math
 import pytest
 import torch
 
-from crucible.toolkit.checking import check_output, compare, compare_samples, describe, poison_
+from crucible.toolkit.checking import (
+    check_output,
+    compare,
+    compare_samples,
+    describe,
+    poison_,
+    pooled_samples,
+)
 from crucible.toolkit.task import Tolerance
 
 
@@ -99,6 +106,31 @@ def test_always_the_likeliest_class_fails_the_sample_check() -> None:
     check = compare_samples("token", probs.argmax(-1), probs)
     assert not check.ok and check.mismatched == 0 and check.p_value < 1e-6
     assert "unlike the reference's probabilities" in describe(check)
+
+
+def test_a_sampler_that_reads_only_part_of_the_vocabulary_fails_in_index_order() -> None:
+    # Every column alike: a choice of classes made without looking at them leaves the probability-ranked
+    # transform uniform, so only the index-order one shows the half never drawn.
+    probs = _probs(256, 1000)
+    half = probs[:, :500] / probs[:, :500].sum(-1, keepdim=True)
+    check = compare_samples("token", _draw(half), probs)
+    assert not check.ok and check.mismatched == 0, describe(check)
+
+
+def test_the_draws_of_several_calls_are_tested_together_where_one_call_has_one_draw() -> None:
+    # Greedy decoding at batch 1: no test of one draw can fail it; sixteen together do, and honest single
+    # draws pooled the same way pass.
+    greedy, honest = [], []
+    for call in range(16):
+        probs = _probs(1, 4000, seed=100 + call)
+        greedy.append(compare_samples("token", probs.argmax(-1), probs))
+        honest.append(compare_samples("token", _draw(probs, seed=call), probs))
+    assert all(c.ok for c in greedy)  # each call alone
+    pooled = pooled_samples("token", greedy)
+    assert pooled is not None and not pooled.ok and pooled.total == 16, describe(pooled)
+    fair = pooled_samples("token", honest)
+    assert fair is not None and fair.ok and fair.p_value > 1e-4
+    assert pooled_samples("token", []) is None
 
 
 def test_a_sampler_that_ignores_the_temperature_fails() -> None:

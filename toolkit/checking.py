@@ -8,6 +8,7 @@ or Inf in the output a mismatch unless the reference has the same value there. O
 from __future__ import annotations
 
 import math
+import zlib
 
 import torch
 
@@ -107,12 +108,14 @@ def check_output(spec: TensorSpec, out: torch.Tensor, ref: torch.Tensor, tol: To
 def compare_samples(name: str, out: torch.Tensor, probs: torch.Tensor) -> OutputCheck:
     """Draws `out` (class indices) against `probs` (the same shape and one more dimension: the classes).
 
-    A draw of a class of probability 0 (or outside the classes) fails outright. The rest is one test: each
-    draw's randomized probability integral transform, with the classes ranked by probability (u = the mass
-    of the likelier classes + U * the mass of those as likely as the draw, U uniform), is uniform on [0, 1]
-    for an honest sampler whatever the distributions; the draws' u against the uniform by Kolmogorov-Smirnov
-    (every draw of the call pooled). Always taking the likeliest class gives u near 0, a sampler that
-    ignores a temperature or a cut-off a skewed u."""
+    A draw of a class of probability 0 (or outside the classes) fails outright. The rest is two tests of the
+    draws' randomized probability integral transform (u = the mass of the classes before the draw's + U *
+    its own mass, U uniform), which is uniform on [0, 1] for an honest sampler whatever the order of the
+    classes: once with the classes ranked by probability (always taking the likeliest class gives u near 0,
+    ignoring a temperature or a cut-off a skewed u), once in index order (a sampler that reads only part of
+    the vocabulary never draws from the rest: u confined to part of [0, 1]), each by Kolmogorov-Smirnov at
+    half of SAMPLE_ALPHA. The transforms are kept (OutputCheck._transforms) for pooled_samples: one call's
+    draws are few at batch 1."""
     if tuple(out.shape) != tuple(probs.shape[:-1]):
         raise ValueError(f"output {name}: {tuple(out.shape)} draws, but the reference gives probabilities of shape "
                          f"{tuple(probs.shape)} (the draws' shape and the classes)")
@@ -122,21 +125,52 @@ def compare_samples(name: str, out: torch.Tensor, probs: torch.Tensor) -> Output
     total = drawn.numel()
     unwritten = int((out == torch.iinfo(out.dtype).max).sum()) if not out.is_floating_point() else 0
     outside = (drawn < 0) | (drawn >= classes)
-    chosen = p.gather(1, drawn.clamp(0, classes - 1)[:, None])[:, 0]
+    index = drawn.clamp(0, classes - 1)[:, None]
+    chosen = p.gather(1, index)[:, 0]
     impossible = outside | (chosen <= 0)
     first = None
     if bool(impossible.any()):
         flat = int(impossible.nonzero()[0, 0])
-        index = [int(i) for i in torch.unravel_index(torch.tensor(flat), tuple(out.shape))]
-        first = Mismatch(index=index, got=float(drawn[flat]), expected=0.0)
+        at = [int(i) for i in torch.unravel_index(torch.tensor(flat), tuple(out.shape))]
+        first = Mismatch(index=at, got=float(drawn[flat]), expected=0.0)
+    jitter = torch.rand(total, generator=torch.Generator().manual_seed(zlib.crc32(drawn.numpy().tobytes())),
+                        dtype=torch.float64)
     likelier = (p * (p > chosen[:, None])).sum(1)
     as_likely = (p * (p == chosen[:, None])).sum(1)
-    u = (likelier + torch.rand(total, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-         * as_likely).sort().values
-    d, p_value = _kolmogorov_smirnov(u) if total else (0.0, 1.0)
+    ranked = likelier + jitter * as_likely
+    before = p.cumsum(1).gather(1, index)[:, 0] - chosen  # the mass of the classes of smaller index
+    in_order = before + jitter * chosen
+    d, p_value = _two_tests(ranked, in_order)
     ok = not bool(impossible.any()) and p_value >= SAMPLE_ALPHA
-    return OutputCheck(name=name, ok=ok, max_abs_err=d, max_rel_err=0.0, mismatched=int(impossible.sum()),
-                       total=total, unwritten=unwritten, first_mismatch=first, atol=0.0, rtol=0.0, p_value=p_value)
+    check = OutputCheck(name=name, ok=ok, max_abs_err=d, max_rel_err=0.0, mismatched=int(impossible.sum()),
+                        total=total, unwritten=unwritten, first_mismatch=first, atol=0.0, rtol=0.0, p_value=p_value)
+    check._transforms = [ranked, in_order]
+    return check
+
+
+def pooled_samples(name: str, checks: list[OutputCheck]) -> OutputCheck | None:
+    """The probability-ranked test of compare_samples over the draws of several checked calls of one config
+    together; None when there are none. Greedy decoding at batch 1 gives one draw a call, which no test of
+    one call can tell from a sample. Not the index-order test: a sampler deterministic for a given seed (as
+    tasks ask) draws with the same uniform in every call of the same seed, so an inverse-CDF sampler's
+    in-order transforms repeat across calls, while the rank of the class it lands on still varies with
+    the logits."""
+    kept = [c._transforms[0] for c in checks if c._transforms]
+    if not kept:
+        return None
+    ranked = torch.cat(kept)
+    d, p_value = _kolmogorov_smirnov(ranked.sort().values)
+    return OutputCheck(name=name, ok=p_value >= SAMPLE_ALPHA, max_abs_err=d, max_rel_err=0.0, mismatched=0,
+                       total=int(ranked.numel()), unwritten=0, atol=0.0, rtol=0.0, p_value=p_value)
+
+
+def _two_tests(ranked: torch.Tensor, in_order: torch.Tensor) -> tuple[float, float]:
+    """The larger KS statistic and the Bonferroni p-value of both transforms (so SAMPLE_ALPHA stays the
+    chance that an honest sampler fails)."""
+    if not ranked.numel():
+        return 0.0, 1.0
+    (d1, p1), (d2, p2) = _kolmogorov_smirnov(ranked.sort().values), _kolmogorov_smirnov(in_order.sort().values)
+    return max(d1, d2), min(1.0, 2 * min(p1, p2))
 
 
 def _kolmogorov_smirnov(sorted_u: torch.Tensor) -> tuple[float, float]:

@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, PrivateAttr
 
 EVALUATOR_VERSION = "0.2.0"
 """Bump when checking or timing changes meaning; recorded with every result."""
@@ -38,6 +38,9 @@ class OutputCheck(Model):
     p_value: float | None = None
     """Sampled outputs (check = "sample"): the chance that draws from the reference's probabilities look at
     least this unlike them (a Kolmogorov-Smirnov test); max_abs_err is its statistic D."""
+    _transforms: list[Any] = PrivateAttr(default_factory=list)
+    """Sampled outputs: the draws' two probability integral transforms (toolkit/checking.py), kept for a
+    test pooled over every checked call of the config; never serialized."""
 
 
 class SeedCheck(Model):

@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from .. import oracles
-from ..checking import check_output, describe, poison_
+from ..checking import check_output, describe, poison_, pooled_samples
 from ..integrity import finding
 from ..protocol import (
     Bind,
@@ -48,9 +48,9 @@ from ..protocol import (
     Traced,
     is_gpu_oom,
 )
-from ..results import ConfigResult, DeviceInfo, IntegrityFinding, SeedCheck, TimingStats
+from ..results import ConfigResult, DeviceInfo, IntegrityFinding, OutputCheck, SeedCheck, TimingStats
 from ..shared_memory import Arena, reset_persisting_l2
-from ..task import Config, Task, load_task, resolve_dtype, task_metrics
+from ..task import Config, Task, TensorSpec, Tolerance, load_task, resolve_dtype, task_metrics
 from ..timing import CAREFUL, QUICK, TimingOptions, _done, summarize
 from .cases import Case, Fresh, Layout, params_of
 from .link import CandidateFailed, ProtocolViolation, RunnerEnded, RunnerLink, Runners
@@ -72,6 +72,11 @@ from .what_ran import kernel_breakdown, what_ran_findings
 STARVED_BYTES = 1 << 30
 """A trusted runner out of GPU memory is the candidate's doing when killing the candidate's runner gives back
 at least this much (a runner's CUDA context alone is about 0.5 GiB on an H200)."""
+MIN_DRAWS = 16
+"""Draws of a sampled output a config must have before they are tested together: always taking the
+likeliest class shows once draws number a dozen or so (it lies in the top p_max of the mass every time)."""
+EXTRA_SEEDS_MAX = 64
+"""Seeds past which no further checked call is made for draws (a config of batch 1 needs about 13)."""
 STARVED_WAIT_S = 10.0
 """How long the judge waits for a killed candidate's GPU memory to come back (at once when it reaches
 STARVED_BYTES): a context torn down slowly (a kernel still spinning at the kill) must not turn the
@@ -191,6 +196,8 @@ class Evaluation:
         self.laps.clock = runners.started
         self.device = torch.device("cuda", 0) if job.backend == "cuda" else torch.device("cpu")
         self.results: dict[str, ConfigResult] = {}
+        self.draws: dict[str, dict[str, list[OutputCheck]]] = {}
+        """Per config and sampled output, the checks of every call looked at (pooled at the end)."""
         self.kernels: dict[str, list[dict]] = {}
         self.ended: RunnerEnded | None = None
         self.lost: str | None = None  # the config whose CUDA error left the candidate's context unusable
@@ -255,6 +262,7 @@ class Evaluation:
                 if result.status == "pass" and result.candidate is None and opts:
                     self.results[name] = result.model_copy(update={
                         "message": f"not timed: a CUDA error on config {self.lost} lost the GPU context"})
+        self._pool_draws()
         self.progress({"stage": "done", "done": self.steps, "total": self.steps})
         out = {**self._base(), "configs": [r.model_dump() for r in self.results.values()],
                "kernels": {k: v for k, v in self.kernels.items() if self._passing(self.task.config(k))}}
@@ -350,7 +358,7 @@ class Evaluation:
                 checks = []
                 for spec, first, second, r in zip(task.spec.signature.outputs, runs[0], runs[1], refs, strict=True):
                     tol = task.spec.tolerance.for_dtype(resolve_dtype(spec.dtype, config))
-                    c_first = check_output(spec, first, r, tol)
+                    c_first = self._checked(config, spec, first, r, tol)
                     # Bit-identical runs compare alike: the second comparison only where they differ.
                     same = first.dtype == second.dtype and torch.equal(_bits(first), _bits(second))
                     c_second = c_first if same else check_output(spec, second, r, tol)
@@ -363,6 +371,8 @@ class Evaluation:
                 if ok and job.integrity != "off":
                     findings += self._oracles(runs, refs, mine, names, config.name)
                 self.laps.lap("oracle_s")
+            if bench is not None and all(s.ok for s in seeds):
+                self._more_draws(config, bench)
         except (CandidateFailed, ProtocolViolation) as exc:
             self._fail(config, exc)
             return
@@ -642,10 +652,51 @@ class Evaluation:
         subject.bound.samples.clear()
         return _unique(found), merely_wrong
 
+    def _checked(self, config: Config, spec: TensorSpec, out: torch.Tensor, ref: torch.Tensor,
+                 tol: Tolerance) -> OutputCheck:
+        check = check_output(spec, out, ref, tol)
+        if spec.check == "sample":
+            self.draws.setdefault(config.name, {}).setdefault(spec.name, []).append(check)
+        return check
+
+    def _more_draws(self, config: Config, bench: Bench) -> None:
+        """Sampled outputs of few draws a call (batch 1): checked calls on further seeds until the config has
+        MIN_DRAWS draws to pool, so greedy decoding cannot hide in calls of one draw each."""
+        seed = max(self.job.seeds, default=0) + 1
+        while any(sum(c.total for c in checks) < MIN_DRAWS
+                  for checks in self.draws.get(config.name, {}).values()) and seed < EXTRA_SEEDS_MAX:
+            case = Case(self.task, self.ref, config, seed, self.device)
+            outs, _ = self._checked_call(bench, case.inputs, case.params)
+            refs = reference_outputs(self.ref, case.inputs, case.params)
+            for spec, out, r in zip(self.task.spec.signature.outputs, outs, refs, strict=True):
+                if spec.check != "sample":
+                    continue
+                check = self._checked(config, spec, out, r, self.task.spec.tolerance.for_dtype(
+                    resolve_dtype(spec.dtype, config)))
+                if not check.ok:
+                    self.results[config.name] = self.results[config.name].model_copy(update={
+                        "status": "fail", "message": f"seed {seed} (a further call for draws): {describe(check)}"})
+                    return
+            seed += 1
+
+    def _pool_draws(self) -> None:
+        """Sampled outputs once more, over every call of a config that was looked at (the checks and the
+        kept timed calls): at batch 1 each call has one draw, and argmax passes any test of one draw."""
+        for name, outputs in self.draws.items():
+            result = self.results.get(name)
+            if result is None or result.status != "pass":
+                continue
+            for output, checks in outputs.items():
+                pooled = pooled_samples(output, checks)
+                if pooled is not None and not pooled.ok:
+                    self.results[name] = result.model_copy(update={
+                        "status": "fail", "message": f"over the {len(checks)} calls looked at: {describe(pooled)}"})
+                    break
+
     def _first_wrong(self, config: Config, outs: list[torch.Tensor], refs: list[torch.Tensor]) -> str | None:
         for spec, out, r in zip(self.task.spec.signature.outputs, outs, refs, strict=True):
             tol = self.task.spec.tolerance.for_dtype(resolve_dtype(spec.dtype, config))
-            check = check_output(spec, out, r, tol)
+            check = self._checked(config, spec, out, r, tol)
             if not check.ok:
                 return describe(check)
         return None
