@@ -15,6 +15,9 @@ import torch
 
 from ..protocol import KernelClaim, Profiled
 
+GATHER_OPS = ("aten::index", "aten::embedding", "aten::gather", "aten::take")
+"""Ops that touch as many elements as their index asks for, not as their table holds (index_select too)."""
+
 
 @contextmanager
 def count_interpreter_launches() -> Iterator[list[int]]:
@@ -56,10 +59,14 @@ def profile_call(call: Callable[[], None], reps: int, on_gpu: bool) -> Profiled:
             ops.add(e.name[:200])
         if on_gpu != on_device:
             continue  # on a GPU the device's kernels, copies and memsets; on the CPU the host ops
-        if not on_gpu:  # how much of the problem the op touched: its smallest tensor input (a gather of 8
-            # values from a big table touches 8), summed over its calls
-            sizes = [math.prod(s) for s in (getattr(e, "input_shapes", None) or []) if s]
-            elements[e.name] = elements.get(e.name, 0) + min(sizes, default=0) // reps
+        if not on_gpu:  # how much of the problem the op touched, summed over its calls: its largest tensor
+            # input (a one-element operand broadcast over the whole problem touches the whole problem), but
+            # a gather's index (8 rows of a big table touch 8)
+            shapes = [s for s in (getattr(e, "input_shapes", None) or [])
+                      if s and all(isinstance(d, int) for d in s)]  # a TensorList's is a list of shapes
+            sizes = [math.prod(s) for s in shapes]
+            pick = min if any(g in e.name for g in GATHER_OPS) else max
+            elements[e.name] = elements.get(e.name, 0) + pick(sizes, default=0) // reps
         t = float(e.time_range.elapsed_us()) if on_device else float(e.self_cpu_time_total)
         us[e.name] = us.get(e.name, 0.0) + t / reps
         calls[e.name] = calls.get(e.name, 0.0) + 1 / reps
