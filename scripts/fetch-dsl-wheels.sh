@@ -7,7 +7,8 @@
 #
 #   scripts/fetch-dsl-wheels.sh                      # here, once
 #   device call: carry .dsl/cute-1, run `true`       # a carried part stays on the warm machine (ignored
-#   device call: carry .dsl/cute-2, run `bash scripts/dsl-probe.sh cute`   # paths are kept between calls)
+#   device call: carry .whl and .dsl/cute-2, run `bash scripts/gpu-check.sh cute`   # paths are kept between
+#                                                    # calls); a 56 MiB part leaves no room for .whl beside it
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rm -rf .dsl && mkdir -p .dsl/wheels

@@ -102,7 +102,7 @@ for s in ${steps//,/ }; do
           torch2cute/silu_and_mul torch2cute/fused_add_rmsnorm torch2cute/rope} --jobs 1 \
           --table benchmarks/results/validation-cute.md
       else
-        echo "the CuTe DSL does not import (carry .dsl/cute-1, .dsl/cute-2 and .dsl/cute-3 first):"
+        echo "the CuTe DSL does not import (carry every .dsl/cute-* part first: scripts/fetch-dsl-wheels.sh):"
         cat "$logs/cute-import.log"; rc=1
       fi ;;
     tilelang)  # the torch2tilelang tasks; needs TileLang (above) and nvcc
