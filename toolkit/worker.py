@@ -45,8 +45,11 @@ TAIL_CHARS = 4000
 MAX_CHANNEL_BYTES = 256 << 20
 """More than this over the result channel is treated as an attack on the parent's memory."""
 REAP_GRACE_S = 2.0
-STACK_GRACE_S = 0.5
-"""How long a worker past its time gets to write its stacks before it is killed."""
+STACK_GRACE_S = 3.0
+"""The longest a worker past its time gets to write its stacks before it is killed: it is killed as soon as
+its output has been quiet for STACK_QUIET_S after the stacks began (on a loaded machine a worker that had
+begun writing was killed half a line in, at a fixed 0.5 s)."""
+STACK_QUIET_S = 0.5
 FINAL_GRACE_S = 10.0
 """How long a worker that has sent its final message gets to exit before it is killed. The message decides
 the verdict: a judge whose exit then hangs in the GPU driver (a context torn down behind a dead runner's)
@@ -167,9 +170,12 @@ class _Tail:
 
     def __init__(self) -> None:
         self.data = bytearray()
+        self.fed = 0
+        """Bytes fed so far (data keeps only the last ones)."""
 
     def feed(self, chunk: bytes) -> bool:
         self.data += chunk
+        self.fed += len(chunk)
         if len(self.data) > 16 * TAIL_CHARS:
             del self.data[:-4 * TAIL_CHARS]
         return True
@@ -483,9 +489,17 @@ class Worker:
     def _dump_stacks(self) -> None:
         """Ask the worker for its threads' stacks (worker_main.STACK_SIGNAL) and give it a moment to write
         them to stderr, where the outcome's tail keeps them: a timeout then says where the job hung."""
+        before = self.tail.fed
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, STACK_SIGNAL)
-            time.sleep(STACK_GRACE_S)
+            end = time.monotonic() + STACK_GRACE_S
+            seen, changed = before, time.monotonic()
+            while time.monotonic() < end:
+                time.sleep(0.05)
+                if self.tail.fed != seen:
+                    seen, changed = self.tail.fed, time.monotonic()
+                elif seen > before and time.monotonic() - changed > STACK_QUIET_S:
+                    break  # the stacks began and have stopped coming
 
     def _reap(self, writer: threading.Thread | None = None) -> bool:
         """Kill the group (also after a normal exit: grandchildren the candidate left behind die with it),
