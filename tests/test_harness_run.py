@@ -272,7 +272,8 @@ def test_a_task_whose_language_package_is_missing_is_left_out_not_run(monkeypatc
     from crucible.toolkit.task import find_task
     from crucible.toolkit.toolchains import TOOLCHAINS
 
-    cute, triton = find_task("torch2cute/rmsnorm"), find_task("triton2triton/softmax")
+    suite = ROOT / "tasks"  # by name: another test of this module points CRUCIBLE_TASKS at the fixtures
+    cute, triton = find_task("torch2cute/rmsnorm", suite), find_task("triton2triton/softmax", suite)
     monkeypatch.setattr(TOOLCHAINS["cute"], "available", lambda: "the CuTe DSL is not installed here")
     assert not runnable(cute, "cuda") and not runnable(cute, "cpu")
     assert runnable(triton, "cuda") and runnable(triton, "cpu")
