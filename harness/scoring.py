@@ -265,7 +265,7 @@ def score_evaluation(task: Task, ev: Evaluation, flags: list[str] | None = None)
                      compiled=True, **base)
     visible = [c for c in ev.configs if c.config in visible_names]
     if ev.status == "timeout":  # wrong before it ran out of time: incorrect; else the timeout it is
-        wrong = [c for c in ev.configs if c.status in ("fail", "error")]
+        wrong = [c for c in ev.configs if c.status == "fail"]  # not "error": the timed-out config's own
         if wrong:
             return Score(verdict="incorrect", message=f"wrong on {', '.join(c.config for c in wrong)} before the "
                          f"evaluation ran out of time: {ev.message}", compiled=True, correct=False, **base)

@@ -77,6 +77,8 @@ def test_a_timeout_after_a_caught_or_wrong_config_keeps_the_catch_and_the_failur
     score = score_evaluation(task, ev("timeout", [cfg("small", "fail")]))
     assert score.verdict == "incorrect" and "wrong on small before" in score.message
     assert score_evaluation(task, ev("timeout", [cfg("small")])).verdict == "timeout"
+    # the config the runner timed out on is marked error: that is the timeout itself, not a wrong answer
+    assert score_evaluation(task, ev("timeout", [cfg("small"), cfg("half", "error")])).verdict == "timeout"
 
 
 @pytest.mark.parametrize("status", ["crash", "oom", "error"])
