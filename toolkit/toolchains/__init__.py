@@ -8,6 +8,7 @@
       triton.py     parent side: a syntax check only; worker side: record_launches + compile_records
       cute.py       CuTe DSL: Triton's syntax check; compile_configs compiles a module's kernels offline
       tilelang.py   TileLang: the same, through tilelang.compile and nvcc
+      python_dsl.py what the two share: the compile check's subprocess (fake tensors, compile_kernels, PTX -> ptxas -v)
 
 A build never runs candidate code. Triton is the exception by nature (importing the module runs it), so
 its full build (import, trace, compile) happens only in the evaluation worker: see triton.trace_build.

@@ -26,19 +26,13 @@ expert solution, in `crucible tasks validate` and the tests), never an agent's w
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import re
-import shutil
-import subprocess
-import sys
-import tempfile
-import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from . import BuildResult, BuildTarget, Diagnostic, KernelResources
-from .cuda import parse_ptxas, trim_log
+from . import BuildResult, python_dsl
+from .python_dsl import CONTRACT, fake_tensors  # noqa: F401 - the DSL's contract and fake inputs, by this name too
 from .triton import TritonToolchain
 
 if TYPE_CHECKING:
@@ -46,8 +40,6 @@ if TYPE_CHECKING:
 
 PACKAGE = "nvidia-cutlass-dsl"
 INSTALL_HINT = "pip install 'kernel-crucible[cute]' (nvidia-cutlass-dsl==4.8.1)"
-CONTRACT = "compile_kernels"
-"""The module-level function a CuTe candidate defines beside its entry (see the module docstring)."""
 OWN_KERNEL = re.compile(r"^kernel_cutlass_")
 """How the CuTe DSL names the kernels it generates (`kernel_cutlass_<function>_<argument types>`): the
 candidate's own, unlike CUTLASS's C++ kernels in libraries (`cutlass::Kernel...`)."""
@@ -79,125 +71,17 @@ def available() -> bool:
 def compile_configs(task: Task, source_dir: Path, file: str, *, arch: str = "sm_90a", which: str = "all",
                     timeout_s: float = 600) -> BuildResult:
     """Import `file` (trusted code) in a subprocess and compile its kernels for `arch` on each config of
-    `which` (visible, hidden, all), without a GPU. Not installed: ok=False with a diagnostic saying so."""
-    start = time.perf_counter()
-    source_dir = Path(source_dir).resolve()
-    target = BuildTarget(backend="cuda", arch=arch)
-    command = [sys.executable, "-c", "from crucible.toolkit.toolchains.cute import main; main()"]
+    `which` (visible, hidden, all), without a GPU (python_dsl.compile_configs). Not installed: ok=False with
+    a diagnostic saying so."""
+    def env(tmp: Path) -> dict[str, str]:
+        return {**os.environ, "CUTE_DSL_ARCH": arch, "CUTE_DSL_KEEP": "ptx", "CUTE_DSL_DUMP_DIR": str(tmp / "dump"),
+                "CUTE_DSL_CACHE_DIR": str(tmp / "cache"), "CUDA_VISIBLE_DEVICES": "", "TMPDIR": str(tmp)}
 
-    def result(ok: bool, kernels: list[KernelResources], diagnostics: list[Diagnostic], log: str) -> BuildResult:
-        return BuildResult(ok=ok, language="cute", target=target, diagnostics=diagnostics, kernels=kernels,
-                           log=trim_log(log), artifact=str(source_dir / file),
-                           seconds=time.perf_counter() - start, command=command)
-
-    if not available():
-        return result(False, [], [Diagnostic(file=file, message=f"the CuTe DSL is not installed here: "
-                                             f"{INSTALL_HINT}")], "")
-    with tempfile.TemporaryDirectory(prefix="crucible-cute-") as tmp:
-        payload = {"task_root": str(task.root), "source_dir": str(source_dir), "file": file, "which": which,
-                   "out": str(Path(tmp) / "result.json")}
-        env = {**os.environ, "CUTE_DSL_ARCH": arch, "CUTE_DSL_KEEP": "ptx", "CUTE_DSL_DUMP_DIR": str(Path(tmp) / "dump"),
-               "CUTE_DSL_CACHE_DIR": str(Path(tmp) / "cache"), "CUDA_VISIBLE_DEVICES": "", "TMPDIR": tmp}
-        (Path(tmp) / "dump").mkdir()
-        try:
-            proc = subprocess.run([*command, json.dumps(payload)], capture_output=True, text=True, env=env,
-                                  timeout=timeout_s, cwd=tmp)
-        except subprocess.TimeoutExpired:
-            return result(False, [], [Diagnostic(file=file, message=f"compiling took more than {timeout_s:g} s")], "")
-        log = proc.stderr + proc.stdout
-        try:
-            found = json.loads((Path(tmp) / "result.json").read_text())
-        except (OSError, ValueError):
-            return result(False, [], [Diagnostic(file=file, message=f"the compile check died (exit {proc.returncode})"
-                                                 f": {trim_log(log, 2000)}")], log)
-        diagnostics = [Diagnostic.model_validate(d) for d in found["diagnostics"]]
-        kernels = [_resources(p, arch) for p in sorted((Path(tmp) / "dump").rglob("*.ptx"))]
-    kernels = [k for group in kernels for k in group]
-    if not kernels and not diagnostics:
-        diagnostics.append(Diagnostic(file=file, message=f"{CONTRACT}() compiled no kernel: it must cute.compile "
-                                      "every kernel the entry launches"))
-    log += "\n".join(found["log"])
-    return result(not any(d.severity == "error" for d in diagnostics), kernels, diagnostics, log)
-
-
-def _resources(ptx: Path, arch: str) -> list[KernelResources]:
-    """Registers and spills of each kernel of one PTX file, by `ptxas -v` (names only without a ptxas)."""
-    text = ptx.read_text(errors="replace")
-    names = re.findall(r"^\.visible \.entry (\w+)\(", text, re.M)
-    ptxas = shutil.which("ptxas") or _triton_ptxas()
-    if ptxas is None:
-        return [KernelResources(name=n) for n in names]
-    try:
-        proc = subprocess.run([ptxas, "-v", f"--gpu-name={arch}", str(ptx), "-o", str(ptx.with_suffix(".o"))],
-                              capture_output=True, text=True, timeout=300)
-    except (OSError, subprocess.TimeoutExpired):
-        return [KernelResources(name=n) for n in names]
-    found = {k.name: k for k in parse_ptxas(proc.stderr + proc.stdout)}
-    return [found.get(n, KernelResources(name=n)) for n in names]
-
-
-def _triton_ptxas() -> str | None:
-    try:
-        from triton.backends.nvidia.compiler import get_ptxas
-
-        return str(get_ptxas(90).path)
-    except Exception:  # noqa: BLE001 - no Triton, or one without a bundled ptxas: names only
-        return None
-
-
-# --- the compile check's subprocess ---------------------------------------------------------------
-
-
-def fake_tensors(task: Task, config: Any) -> tuple[list[Any], list[Any], dict[str, Any]]:
-    """The inputs (from the task's make_inputs), outputs (from the signature) and params of one config as
-    fake tensors: shapes, strides and dtypes without memory, made in no time whatever the config's size."""
-    import torch
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    from ..runner.loading import import_file
-    from ..task import output_shape, resolve_dtype
-
-    ref = import_file(task.file("reference.py"), f"crucible_cute_ref_{task.id.replace('/', '_')}")
-    with FakeTensorMode():
-        gen = torch.Generator(device="cpu")
-        made = ref.make_inputs(dict(config.values), gen, torch.device("cpu"))
-        inputs = [made[t.name].contiguous() for t in task.spec.signature.inputs]
-        outputs = [torch.empty(output_shape(o, config), dtype=getattr(torch, resolve_dtype(o.dtype, config)))
-                   for o in task.spec.signature.outputs]
-    return inputs, outputs, {p.name: config.values[p.name] for p in task.spec.signature.params}
-
-
-def _check(payload: dict[str, Any]) -> dict[str, Any]:
-    from ..task import load_task
-    from .triton import _diagnostic_from_exception, import_candidate
-
-    task = load_task(Path(payload["task_root"]))
-    source_dir, file = Path(payload["source_dir"]), str(payload["file"])
-    log: list[str] = []
-    try:
-        module = import_candidate(source_dir / file)
-    except Exception as e:  # noqa: BLE001 - trusted code, but its failure is a diagnostic, not a crash
-        return {"diagnostics": [_diagnostic_from_exception(e, source_dir, file).model_dump()], "log": log}
-    compile_kernels = getattr(module, CONTRACT, None)
-    if not callable(compile_kernels):
-        return {"diagnostics": [Diagnostic(file=file, message=f"{file} defines no function `{CONTRACT}`: a CuTe "
-                                           "module compiles its kernels through it (tasks/README.md)").model_dump()],
-                "log": log}
-    diagnostics = []
-    for config in task.configs(payload["which"]):
-        started = time.perf_counter()
-        try:
-            inputs, outputs, params = fake_tensors(task, config)
-            compile_kernels(*inputs, *outputs, **params)
-        except Exception as e:  # noqa: BLE001 - as above
-            d = _diagnostic_from_exception(e, source_dir, file)
-            diagnostics.append(d.model_copy(update={"message": f"config {config.name}: {d.message}"}).model_dump())
-            continue
-        log.append(f"{config.name}: compiled in {time.perf_counter() - started:.1f} s")
-    return {"diagnostics": diagnostics, "log": log}
+    return python_dsl.compile_configs(task, source_dir, file, language="cute", module=__name__,
+                                      installed=available(), missing=f"the CuTe DSL is not installed here: "
+                                      f"{INSTALL_HINT}", env=env, arch=arch, which=which, timeout_s=timeout_s)
 
 
 def main() -> None:
-    """The subprocess: argv[1] is the payload (JSON); the result goes to the file it names."""
-    payload = json.loads(sys.argv[1])
-    Path(payload["out"]).write_text(json.dumps(_check(payload)))
+    """The compile check's subprocess (python_dsl.run)."""
+    python_dsl.run("CuTe")

@@ -5,7 +5,7 @@
     TileLangToolchain.build              compile_configs(task, source_dir, file)
       syntax check of every .py            main() in a fresh interpreter, TILELANG_DEFAULT_TARGET = sm_90a,
       (ast only, no import: Triton's)      TILELANG_CACHE_DIR fresh: nvcc's CUDA -> cubin is watched and each
-                                           kernel's PTX kept; per config, fake tensors (cute.fake_tensors),
+                                           kernel's PTX kept; per config, fake tensors (python_dsl.fake_tensors),
                                            module.compile_kernels(*inputs, *outputs, **params)
                                          -> the kernels' names, and registers/spills from `ptxas -v`
 
@@ -28,16 +28,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import subprocess
-import sys
-import tempfile
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import BuildResult, BuildTarget, Diagnostic, KernelResources
-from .cuda import trim_log
-from .cute import _resources, fake_tensors
+from . import BuildResult, python_dsl
+from .python_dsl import CONTRACT  # noqa: F401 - the DSL's contract, by this name too
 from .triton import TritonToolchain
 
 if TYPE_CHECKING:
@@ -45,8 +40,6 @@ if TYPE_CHECKING:
 
 PACKAGE = "tilelang"
 INSTALL_HINT = "pip install 'kernel-crucible[tilelang]' (tilelang==0.1.15; its kernels compile with nvcc)"
-CONTRACT = "compile_kernels"
-"""The module-level function a TileLang candidate defines beside its entry (see the module docstring)."""
 
 
 class TileLangToolchain(TritonToolchain):
@@ -75,46 +68,16 @@ def available() -> bool:
 def compile_configs(task: Task, source_dir: Path, file: str, *, arch: str = "sm_90a", which: str = "all",
                     timeout_s: float = 600) -> BuildResult:
     """Import `file` (trusted code) in a subprocess and compile its kernels for `arch` on each config of
-    `which` (visible, hidden, all), without a GPU. Not installed: ok=False with a diagnostic saying so."""
-    start = time.perf_counter()
-    source_dir = Path(source_dir).resolve()
-    target = BuildTarget(backend="cuda", arch=arch)
-    command = [sys.executable, "-c", "from crucible.toolkit.toolchains.tilelang import main; main()"]
+    `which` (visible, hidden, all), without a GPU (python_dsl.compile_configs). Not installed: ok=False with
+    a diagnostic saying so."""
+    def env(tmp: Path) -> dict[str, str]:
+        return {**os.environ, "TILELANG_DEFAULT_TARGET": json.dumps({"kind": "cuda", "arch": arch}),
+                "TILELANG_CACHE_DIR": str(tmp / "cache"), "TILELANG_PRINT_ON_COMPILATION": "0",
+                "CUDA_VISIBLE_DEVICES": "", "TMPDIR": str(tmp)}
 
-    def result(ok: bool, kernels: list[KernelResources], diagnostics: list[Diagnostic], log: str) -> BuildResult:
-        return BuildResult(ok=ok, language="tilelang", target=target, diagnostics=diagnostics, kernels=kernels,
-                           log=trim_log(log), artifact=str(source_dir / file),
-                           seconds=time.perf_counter() - start, command=command)
-
-    if not available():
-        return result(False, [], [Diagnostic(file=file, message=f"TileLang is not installed here: {INSTALL_HINT}")],
-                      "")
-    with tempfile.TemporaryDirectory(prefix="crucible-tilelang-") as tmp:
-        dump = Path(tmp) / "dump"
-        dump.mkdir()
-        payload = {"task_root": str(task.root), "source_dir": str(source_dir), "file": file, "which": which,
-                   "out": str(Path(tmp) / "result.json"), "dump": str(dump)}
-        env = {**os.environ, "TILELANG_DEFAULT_TARGET": json.dumps({"kind": "cuda", "arch": arch}),
-               "TILELANG_CACHE_DIR": str(Path(tmp) / "cache"), "TILELANG_PRINT_ON_COMPILATION": "0",
-               "CUDA_VISIBLE_DEVICES": "", "TMPDIR": tmp}
-        try:
-            proc = subprocess.run([*command, json.dumps(payload)], capture_output=True, text=True, env=env,
-                                  timeout=timeout_s, cwd=tmp)
-        except subprocess.TimeoutExpired:
-            return result(False, [], [Diagnostic(file=file, message=f"compiling took more than {timeout_s:g} s")], "")
-        log = proc.stderr + proc.stdout
-        try:
-            found = json.loads((Path(tmp) / "result.json").read_text())
-        except (OSError, ValueError):
-            return result(False, [], [Diagnostic(file=file, message=f"the compile check died (exit {proc.returncode})"
-                                                 f": {trim_log(log, 2000)}")], log)
-        diagnostics = [Diagnostic.model_validate(d) for d in found["diagnostics"]]
-        kernels = [k for p in sorted(dump.glob("*.ptx")) for k in _resources(p, arch)]
-    if not kernels and not diagnostics:
-        diagnostics.append(Diagnostic(file=file, message=f"{CONTRACT}() compiled no kernel: it must tilelang.compile "
-                                      "every kernel the entry launches"))
-    log += "\n".join(found["log"])
-    return result(not any(d.severity == "error" for d in diagnostics), kernels, diagnostics, log)
+    return python_dsl.compile_configs(task, source_dir, file, language="tilelang", module=__name__,
+                                      installed=available(), missing=f"TileLang is not installed here: {INSTALL_HINT}",
+                                      env=env, arch=arch, which=which, timeout_s=timeout_s)
 
 
 # --- the compile check's subprocess ---------------------------------------------------------------
@@ -139,38 +102,6 @@ def _keep_ptx(dump: Path) -> None:
     nvcc.compile_cuda = watched
 
 
-def _check(payload: dict[str, Any]) -> dict[str, Any]:
-    from ..task import load_task
-    from .triton import _diagnostic_from_exception, import_candidate
-
-    task = load_task(Path(payload["task_root"]))
-    source_dir, file = Path(payload["source_dir"]), str(payload["file"])
-    log: list[str] = []
-    try:
-        _keep_ptx(Path(payload["dump"]))
-        module = import_candidate(source_dir / file)
-    except Exception as e:  # noqa: BLE001 - trusted code, but its failure is a diagnostic, not a crash
-        return {"diagnostics": [_diagnostic_from_exception(e, source_dir, file).model_dump()], "log": log}
-    compile_kernels = getattr(module, CONTRACT, None)
-    if not callable(compile_kernels):
-        return {"diagnostics": [Diagnostic(file=file, message=f"{file} defines no function `{CONTRACT}`: a TileLang "
-                                           "module compiles its kernels through it (tasks/README.md)").model_dump()],
-                "log": log}
-    diagnostics = []
-    for config in task.configs(payload["which"]):
-        started = time.perf_counter()
-        try:
-            inputs, outputs, params = fake_tensors(task, config)
-            compile_kernels(*inputs, *outputs, **params)
-        except Exception as e:  # noqa: BLE001 - as above
-            d = _diagnostic_from_exception(e, source_dir, file)
-            diagnostics.append(d.model_copy(update={"message": f"config {config.name}: {d.message}"}).model_dump())
-            continue
-        log.append(f"{config.name}: compiled in {time.perf_counter() - started:.1f} s")
-    return {"diagnostics": diagnostics, "log": log}
-
-
 def main() -> None:
-    """The subprocess: argv[1] is the payload (JSON); the result goes to the file it names."""
-    payload = json.loads(sys.argv[1])
-    Path(payload["out"]).write_text(json.dumps(_check(payload)))
+    """The compile check's subprocess (python_dsl.run), TileLang's nvcc step watched for the PTX."""
+    python_dsl.run("TileLang", prepare=_keep_ptx)
