@@ -117,8 +117,10 @@ def evaluator_digest() -> str:
 # ---------------------------------------------------------------- the MCP endpoint
 
 
-MAX_CONNECTIONS = 32
-"""Open connections one session's MCP server holds (a client keeps one or two): more are closed at once."""
+MAX_CONNECTIONS = 64
+"""Open connections one session's MCP server holds (a client keeps one or two). Past it the oldest that sits
+idle between requests is closed (its client reconnects), else the new one: the host's network is shared, so
+another session's agent must not shut this one out by holding connections that never send a request."""
 IDLE_CONNECTION_S = 10.0
 """A connection that has sent no request by then is closed."""
 
@@ -130,9 +132,13 @@ class _BoundedH11(H11Protocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self.opened = time.monotonic()
         if len(self.connections) > MAX_CONNECTIONS:
-            transport.close()
-            return
+            idle = [c for c in self.connections if c is not self and c.cycle is None and not c.transport.is_closing()]
+            victim = min(idle, key=lambda c: getattr(c, "opened", 0.0)) if idle else self
+            victim.transport.close()
+            if victim is self:
+                return
         self.timeout_keep_alive_task = self.loop.call_later(IDLE_CONNECTION_S, self.timeout_keep_alive_handler)
 
 

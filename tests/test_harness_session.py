@@ -168,6 +168,12 @@ def test_the_sessions_mcp_server_closes_connections_past_its_bound_and_idle_ones
             with contextlib.suppress(TimeoutError):
                 closed += s.recv(1) == b""
         assert closed >= 20
+        # full of connections that never sent a request (another session's agent can open them: the network
+        # is shared), the server still answers its own client: the oldest idle one makes room
+        req = urllib.request.Request(url, data=b"{}", headers={"Authorization": "Bearer token"}, method="POST")
+        with pytest.raises(urllib.error.HTTPError) as answered:
+            urllib.request.urlopen(req, timeout=10)
+        assert answered.value.code in (400, 406, 415)
         time.sleep(1.5)  # past the idle bound: none is left open
         for s in held:
             s.settimeout(1.0)
